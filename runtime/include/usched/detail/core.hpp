@@ -1,0 +1,68 @@
+// usched/detail/core.hpp: the narrow, type-erased interface between the
+// public templates (spawn, join_handle, sync primitives) and the compiled
+// runtime. Not part of the public API; names here may change.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+namespace usched {
+struct spawn_options;
+}
+
+namespace usched::detail {
+
+class runtime_impl;
+struct fiber;
+
+// A spawned callable and its result, placed in the memory of the fiber that
+// runs it (at the top of its stack block), so a spawn allocates nothing but
+// the fiber it reuses from a pool.
+struct task_base {
+  // Runs the callable, stores its result or exception, then destroys the
+  // callable (on the fiber, so its destructor may block).
+  void (*invoke)(task_base*) noexcept = nullptr;
+  // Destroys the stored result.
+  void (*destroy)(task_base*) noexcept = nullptr;
+  std::exception_ptr error;
+};
+
+// Memory for a task frame inside a fresh fiber.
+struct fiber_slot {
+  fiber* f = nullptr;
+  void* frame = nullptr;
+};
+
+// runtime_of_current_fiber() returns the runtime of the fiber calling it, or
+// null on a thread that is not running a fiber.
+runtime_impl* runtime_of_current_fiber() noexcept;
+
+// allocate_fiber() checks `opts` against `rt` (std::invalid_argument for a
+// pin outside the workers), takes a fiber from `rt`'s pool and reserves
+// `size` bytes aligned to `align` for its task frame. Throws std::bad_alloc.
+fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
+                          const spawn_options& opts);
+
+// discard_fiber() returns a fiber that was allocated but never started (its
+// task frame failed to construct).
+void discard_fiber(runtime_impl& rt, fiber* f) noexcept;
+
+// start_fiber() makes `f` runnable with `task` as its body, placed as the
+// options and the policy say. The returned fiber holds one reference for the
+// caller's join_handle.
+void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts);
+
+// join_fiber() blocks the calling fiber or thread until `f` has finished.
+void join_fiber(fiber* f);
+// fiber_finished() tells whether `f` has finished, without blocking.
+bool fiber_finished(const fiber* f) noexcept;
+// release_fiber() drops the join_handle's reference after a join.
+void release_fiber(fiber* f) noexcept;
+// detach_fiber() drops the join_handle's reference without joining. If the
+// fiber ended (or later ends) with an exception, it is logged and
+// std::terminate is called.
+void detach_fiber(fiber* f) noexcept;
+std::uint64_t fiber_id_of(const fiber* f) noexcept;
+
+}  // namespace usched::detail

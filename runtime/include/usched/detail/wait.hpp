@@ -1,0 +1,87 @@
+// usched/detail/wait.hpp: the blocking protocol the synchronization
+// primitives are built on. Not part of the public API.
+//
+// A primitive keeps its blocked callers in a wait_list under its own
+// spinlock. To block, a caller arms a token on itself (prepare_wait), links a
+// waiter carrying that token, drops the lock and calls block(). A waker pops a
+// waiter under the lock and calls wake() with its token; the token can be
+// claimed once only, so a notify racing with a timeout resumes the waiter
+// exactly once. Fibers and plain OS threads block through the same calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace usched::detail {
+
+struct waitable;  // a fiber, or a thread's parker (runtime internals)
+
+// The caller's waitable: its fiber, or its thread's parker.
+waitable& current_waitable() noexcept;
+// Arm the caller for one wait; returns the token a waker must claim.
+std::uint64_t prepare_wait(waitable& me) noexcept;
+// Suspend until the token is claimed by a waker, or until `deadline_ns`
+// (steady clock ns; < 0 = none) when the caller claims it itself.
+void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns);
+// Claim `token` and make `w` runnable; false if already claimed.
+bool wake(waitable& w, std::uint64_t token) noexcept;
+
+inline std::int64_t to_deadline_ns(std::chrono::steady_clock::time_point tp) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(tp.time_since_epoch()).count();
+}
+
+// One blocked caller, linked in a wait_list while it waits. It lives on the
+// caller's stack, which stays valid until the caller is resumed.
+struct waiter {
+  waiter* next = nullptr;
+  waiter* prev = nullptr;
+  waitable* who = nullptr;
+  std::uint64_t token = 0;
+  bool linked = false;
+  // Channel hand-off: the item a waiting sender offers, or the slot a waiting
+  // receiver gets its item in; `ok` says whether the hand-off happened.
+  void* item = nullptr;
+  bool ok = false;
+};
+
+// FIFO of waiters; every operation requires the owner's lock.
+class wait_list {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+  void push_back(waiter& w) noexcept {
+    w.next = nullptr;
+    w.prev = tail_;
+    if (tail_) {
+      tail_->next = &w;
+    } else {
+      head_ = &w;
+    }
+    tail_ = &w;
+    w.linked = true;
+  }
+  void remove(waiter& w) noexcept {
+    if (w.prev) {
+      w.prev->next = w.next;
+    } else {
+      head_ = w.next;
+    }
+    if (w.next) {
+      w.next->prev = w.prev;
+    } else {
+      tail_ = w.prev;
+    }
+    w.next = w.prev = nullptr;
+    w.linked = false;
+  }
+  waiter* pop_front() noexcept {
+    waiter* w = head_;
+    if (w) remove(*w);
+    return w;
+  }
+
+ private:
+  waiter* head_ = nullptr;
+  waiter* tail_ = nullptr;
+};
+
+}  // namespace usched::detail

@@ -1,0 +1,239 @@
+// usched/fiber.hpp: spawning fibers, joining them, and what a fiber can do
+// to itself (this_fiber).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <new>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <usched/detail/core.hpp>
+
+namespace usched {
+
+class runtime;
+
+// Identity of a fiber, unique within its runtime (ids start at 1). The default value names
+// no fiber (what this_fiber::get_id() returns outside a fiber).
+class fiber_id {
+ public:
+  constexpr fiber_id() noexcept = default;
+  constexpr explicit fiber_id(std::uint64_t v) noexcept : value_(v) {}
+  constexpr std::uint64_t value() const noexcept { return value_; }
+  friend constexpr auto operator<=>(fiber_id, fiber_id) noexcept = default;
+
+ private:
+  std::uint64_t value_ = 0;
+};
+std::ostream& operator<<(std::ostream& os, fiber_id id);
+
+// Per-spawn settings.
+struct spawn_options {
+  // Pin the fiber to this worker index: it is queued there and never
+  // migrated by any policy. -1 (default) lets the policy place it.
+  int pin = -1;
+};
+
+namespace detail {
+
+template <class R>
+struct task_result : task_base {
+  alignas(R) unsigned char storage[sizeof(R)];
+  bool has_value = false;
+  R& value() noexcept { return *std::launder(reinterpret_cast<R*>(storage)); }
+};
+template <>
+struct task_result<void> : task_base {};
+
+// The frame of one spawned callable: the callable with its bound arguments,
+// then the result.
+template <class R, class Fn, class... Args>
+struct task final : task_result<R> {
+  using bound = std::tuple<Fn, Args...>;
+  union {
+    bound call;
+  };
+
+  template <class F, class... A>
+  explicit task(F&& f, A&&... args) : call(std::forward<F>(f), std::forward<A>(args)...) {
+    this->invoke = &task::run;
+    this->destroy = &task::drop;
+  }
+  ~task() {}
+
+  static void run(task_base* base) noexcept {
+    auto* self = static_cast<task*>(base);
+    try {
+      if constexpr (std::is_void_v<R>) {
+        std::apply([](auto&&... a) { std::invoke(std::move(a)...); }, std::move(self->call));
+      } else {
+        ::new (static_cast<void*>(self->storage))
+            R(std::apply([](auto&&... a) -> R { return std::invoke(std::move(a)...); },
+                         std::move(self->call)));
+        self->has_value = true;
+      }
+    } catch (...) {
+      self->error = std::current_exception();
+    }
+    self->call.~bound();
+  }
+
+  static void drop(task_base* base) noexcept {
+    auto* self = static_cast<task*>(base);
+    if constexpr (!std::is_void_v<R>) {
+      if (self->has_value) self->value().~R();
+    }
+    self->~task();
+  }
+};
+
+template <class F, class... Args>
+using spawn_result_t = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>...>;
+
+}  // namespace detail
+
+// join_handle<R> owns the right to collect a fiber's result. join() waits for
+// it and returns the value or rethrows the exception; detach() gives the fiber
+// up. A handle destroyed while still joinable detaches (like a Tokio
+// JoinHandle, unlike std::thread). Move-only.
+template <class R>
+class join_handle {
+ public:
+  join_handle() noexcept = default;
+  join_handle(join_handle&& o) noexcept
+      : fiber_(std::exchange(o.fiber_, nullptr)), task_(std::exchange(o.task_, nullptr)) {}
+  join_handle& operator=(join_handle&& o) noexcept {
+    if (this != &o) {
+      if (fiber_) detach();
+      fiber_ = std::exchange(o.fiber_, nullptr);
+      task_ = std::exchange(o.task_, nullptr);
+    }
+    return *this;
+  }
+  join_handle(const join_handle&) = delete;
+  join_handle& operator=(const join_handle&) = delete;
+  ~join_handle() {
+    if (fiber_) detach();
+  }
+
+  bool joinable() const noexcept { return fiber_ != nullptr; }
+
+  // True once the fiber has returned (join() will not block).
+  bool done() const noexcept { return fiber_ && detail::fiber_finished(fiber_); }
+
+  fiber_id id() const noexcept { return fiber_id(fiber_ ? detail::fiber_id_of(fiber_) : 0); }
+
+  // join() blocks the calling fiber (or OS thread) until the fiber returns,
+  // then returns its result or rethrows its exception. Requires joinable().
+  R join() {
+    if (!fiber_) throw std::logic_error("usched::join_handle::join: not joinable");
+    detail::join_fiber(fiber_);
+    detail::fiber* f = std::exchange(fiber_, nullptr);
+    auto* t = std::exchange(task_, nullptr);
+    if (t->error) {
+      std::exception_ptr e = t->error;
+      detail::release_fiber(f);
+      std::rethrow_exception(e);
+    }
+    if constexpr (std::is_void_v<R>) {
+      detail::release_fiber(f);
+    } else {
+      struct release_on_exit {
+        detail::fiber* f;
+        ~release_on_exit() { detail::release_fiber(f); }
+      } guard{f};
+      return std::move(t->value());
+    }
+  }
+
+  // detach() lets the fiber run on unobserved. If it ends with an exception,
+  // the runtime logs it with the fiber id and calls std::terminate.
+  void detach() noexcept {
+    if (!fiber_) return;
+    detail::detach_fiber(std::exchange(fiber_, nullptr));
+    task_ = nullptr;
+  }
+
+ private:
+  template <class F, class... Args>
+  friend auto detail_spawn(detail::runtime_impl& rt, const spawn_options& opts, F&& f,
+                           Args&&... args) -> join_handle<detail::spawn_result_t<F, Args...>>;
+  join_handle(detail::fiber* f, detail::task_result<R>* t) noexcept : fiber_(f), task_(t) {}
+
+  detail::fiber* fiber_ = nullptr;
+  detail::task_result<R>* task_ = nullptr;
+};
+
+template <class F, class... Args>
+auto detail_spawn(detail::runtime_impl& rt, const spawn_options& opts, F&& f, Args&&... args)
+    -> join_handle<detail::spawn_result_t<F, Args...>> {
+  using R = detail::spawn_result_t<F, Args...>;
+  static_assert(!std::is_reference_v<R>,
+                "a spawned callable must return a value or void, not a reference");
+  using frame = detail::task<R, std::decay_t<F>, std::decay_t<Args>...>;
+  detail::fiber_slot slot = detail::allocate_fiber(rt, sizeof(frame), alignof(frame), opts);
+  frame* t;
+  try {
+    t = ::new (slot.frame) frame(std::forward<F>(f), std::forward<Args>(args)...);
+  } catch (...) {
+    detail::discard_fiber(rt, slot.f);
+    throw;
+  }
+  detail::start_fiber(rt, slot.f, t, opts);
+  return join_handle<R>(slot.f, t);
+}
+
+// spawn() starts `f(args...)` as a new fiber of the runtime the caller runs
+// in, and returns its join handle. Must be called from a fiber; from any
+// other thread use runtime::spawn. Throws std::logic_error outside a fiber.
+template <class F, class... Args>
+  requires(!std::is_same_v<std::decay_t<F>, spawn_options>)
+auto spawn(F&& f, Args&&... args) {
+  detail::runtime_impl* rt = detail::runtime_of_current_fiber();
+  if (!rt) throw std::logic_error("usched::spawn called outside a fiber; use runtime::spawn");
+  return detail_spawn(*rt, spawn_options{}, std::forward<F>(f), std::forward<Args>(args)...);
+}
+
+// spawn(opts, f, args...) is spawn() with per-fiber options (e.g. pinning).
+template <class F, class... Args>
+auto spawn(const spawn_options& opts, F&& f, Args&&... args) {
+  detail::runtime_impl* rt = detail::runtime_of_current_fiber();
+  if (!rt) throw std::logic_error("usched::spawn called outside a fiber; use runtime::spawn");
+  return detail_spawn(*rt, opts, std::forward<F>(f), std::forward<Args>(args)...);
+}
+
+namespace this_fiber {
+
+// yield() puts the calling fiber at the back of its worker's runqueue and runs
+// the next one; it returns at once if there is none. Outside a fiber it is
+// std::this_thread::yield().
+void yield();
+
+// sleep_until()/sleep_for() block the calling fiber until the time has come;
+// its worker runs other fibers meanwhile. Outside a fiber they sleep the thread.
+void sleep_until(std::chrono::steady_clock::time_point deadline);
+template <class Rep, class Period>
+void sleep_for(const std::chrono::duration<Rep, Period>& d) {
+  sleep_until(std::chrono::steady_clock::now() +
+              std::chrono::ceil<std::chrono::steady_clock::duration>(d));
+}
+
+// get_id() names the calling fiber; fiber_id{} outside a fiber.
+fiber_id get_id() noexcept;
+
+// worker_index() is the index of the worker running the calling fiber, -1
+// outside a fiber. A fiber may move between workers at any switch.
+int worker_index() noexcept;
+
+// preempt_point() yields if the calling fiber has used up its slice
+// (options::slice) and costs a counter read otherwise. The runtime is
+// cooperative: long CPU loops call this to stay fair.
+void preempt_point() noexcept;
+
+}  // namespace this_fiber
+}  // namespace usched

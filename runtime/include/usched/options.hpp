@@ -1,0 +1,65 @@
+// usched/options.hpp: every tunable of a runtime, in one struct.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace usched {
+
+// What one worker is bound to.
+enum class worker_unit {
+  pu,    // one worker per processing unit (hardware thread)
+  core,  // one worker per core, bound to all of the core's PUs
+};
+
+// options configures a runtime. Every field has a default; options::from_env()
+// starts from the defaults and overrides each field whose environment variable
+// is set. Values are checked when the runtime is built (the worker count
+// against the topology) and, for the environment, when they are parsed; a bad
+// value throws usched::config_error.
+struct options {
+  // Load-balancing policy by registered name (USCHED_POLICY). See
+  // usched::policy_names() or docs/policies/.
+  std::string policy = "steal";
+
+  // Number of workers (USCHED_WORKERS: a number, `pus` or `cores`). 0 means one
+  // per unit of `unit`. Must not exceed the units of the topology in use.
+  unsigned workers = 0;
+  worker_unit unit = worker_unit::pu;
+
+  // Topology to schedule on (USCHED_TOPOLOGY): empty for this host, a hwloc
+  // synthetic description ("pack:2 l3:2 core:4 pu:2"), or a path to a hwloc
+  // XML file. Workers are pinned only when the topology fits this host.
+  std::string topology;
+
+  // Time a fiber may run before this_fiber::preempt_point() yields
+  // (USCHED_SLICE_US).
+  std::chrono::microseconds slice{3000};
+
+  // Usable stack of every fiber, excluding its guard page (USCHED_STACK_KB).
+  std::size_t stack_size = 64 * 1024;
+
+  // How long an idle worker spins looking for work before it parks
+  // (USCHED_SPIN_US). Spinning buys wake-up latency with CPU time.
+  std::chrono::microseconds spin{50};
+
+  // Pin workers to their PUs (USCHED_PIN=0 disables).
+  bool pin = true;
+
+  // spdlog level of the runtime's logger (USCHED_LOG): trace, debug, info,
+  // warn, error, critical or off. At info the runtime logs its topology,
+  // domain tree and policy when it starts.
+  std::string log_level = "warn";
+
+  // from_env() returns the defaults overridden by the USCHED_* variables that
+  // are set. Throws usched::config_error naming the variable, its value and
+  // what is accepted.
+  static options from_env();
+};
+
+// The names of the registered load-balancing policies, in listing order.
+std::vector<std::string> policy_names();
+
+}  // namespace usched

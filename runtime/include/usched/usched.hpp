@@ -1,0 +1,17 @@
+// usched/usched.hpp: the whole public API.
+//
+//   usched::runtime rt;                       // workers per USCHED_* settings
+//   int v = rt.run([] {                       // a fiber; blocks until it returns
+//     auto h = usched::spawn([] { return 41; });
+//     return h.join() + 1;
+//   });
+#pragma once
+
+#include <usched/channel.hpp>
+#include <usched/condition_variable.hpp>
+#include <usched/error.hpp>
+#include <usched/fiber.hpp>
+#include <usched/mutex.hpp>
+#include <usched/options.hpp>
+#include <usched/runtime.hpp>
+#include <usched/wait_group.hpp>

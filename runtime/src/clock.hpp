@@ -1,0 +1,34 @@
+// clock.hpp: the two clocks of the runtime.
+//
+// now_ns() is the steady clock in nanoseconds: timers, statistics and every
+// `now` handed to the engine come from it (the simulator hands virtual time
+// instead). cycles() is the raw time-stamp counter, used only by
+// this_fiber::preempt_point() to ask "has this slice run out?" in a few
+// nanoseconds; tsc_per_us() converts slices to counter ticks once, at
+// runtime start.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace usched::detail {
+
+inline std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline std::uint64_t cycles() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  return static_cast<std::uint64_t>(now_ns());
+#endif
+}
+
+// Counter ticks per microsecond, measured once per process against the steady
+// clock (the counter's rate is a property of the machine, not of a runtime).
+double tsc_per_us() noexcept;
+
+}  // namespace usched::detail

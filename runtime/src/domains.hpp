@@ -1,0 +1,95 @@
+// domains.hpp: the scheduling-domain hierarchy built from a topology, in the
+// kernel's terms (kernel/sched/topology.c). Each worker sees a chain of
+// domains from the narrowest (SMT siblings) to the whole machine; each domain
+// is split into groups, the spans of its child level. These structures are
+// plain data: policies read them, the engine walks them, tests build and
+// inspect them without threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace usched::detail {
+struct worker_place;
+}
+
+namespace usched {
+
+// Domain flags, named after the kernel's SD_* flags they mirror.
+enum sd_flags : unsigned {
+  // Groups are hardware threads of one core; they share its execution units.
+  SD_SHARE_CPUCAPACITY = 1u << 0,
+  // Groups share a last-level cache (set on SMT and LLC domains).
+  SD_SHARE_PKG_RESOURCES = 1u << 1,
+  // The domain spans more than one NUMA node.
+  SD_NUMA = 1u << 2,
+};
+
+// Which hardware boundary a domain follows. Ordered from narrowest to widest.
+enum class sd_level : std::uint8_t {
+  smt,   // the PUs of one core
+  llc,   // the cores sharing a last-level cache (the kernel's MC level)
+  node,  // one NUMA node, when it is wider than an LLC and narrower than a package
+  pkg,   // one package (socket)
+  numa,  // the whole machine, when it has more than one NUMA node
+  sys,   // the whole machine, single NUMA node but several packages
+};
+
+// Short upper-case name used in logs and stats: "SMT", "LLC", "NODE", "PKG",
+// "NUMA", "SYS".
+const char* to_string(sd_level level) noexcept;
+
+// The full capacity of one PU, as in the kernel (SCHED_CAPACITY_SCALE).
+inline constexpr unsigned long capacity_scale = 1024;
+
+// A group: one child span of a domain. `cpus` are worker indices, sorted.
+struct sched_group {
+  std::vector<int> cpus;
+  unsigned long capacity = 0;  // sum of its workers' capacities
+};
+
+// One level of one worker's hierarchy.
+struct sched_domain {
+  sd_level level = sd_level::smt;
+  unsigned flags = 0;            // sd_flags
+  std::vector<int> span;         // worker indices, sorted; includes the owner
+  std::vector<sched_group> groups;  // disjoint, covering span, in ascending order of first cpu
+  std::size_t local_group = 0;   // index in groups of the one holding the owner
+  // Kernel-like tunables (kernel/sched/topology.c sd_init()):
+  unsigned imbalance_pct = 125;    // 110 SMT, 117 LLC, 125 wider
+  unsigned min_interval_ms = 1;    // = span weight
+  unsigned max_interval_ms = 2;    // = 2 * span weight
+  unsigned busy_factor = 16;       // periodic interval multiplier while busy
+
+  bool has_flag(unsigned f) const noexcept { return (flags & f) != 0; }
+};
+
+// The hierarchy of every worker: per_cpu[w] is worker w's chain, narrowest
+// first. Degenerate levels (a span equal to the child's, or a single group)
+// are dropped, so a 1-worker runtime has an empty chain.
+struct domain_tree {
+  std::vector<std::vector<sched_domain>> per_cpu;
+  // Capacity of each worker (capacity_scale for every worker today).
+  std::vector<unsigned long> cpu_capacity;
+
+  std::size_t nr_cpus() const noexcept { return per_cpu.size(); }
+  // The multi-line readable tree logged at start-up, one line per distinct
+  // domain at each level, e.g. "  LLC  span 0-7  groups {0-1} {2-3} {4-5} {6-7}  [SHARE_PKG_RESOURCES]".
+  std::string describe() const;
+};
+
+// build_domains() derives every worker's chain from the places the topology
+// gave them (see topology::place_workers). Candidate levels are SMT (same
+// core), LLC (same last-level cache), NODE (same NUMA node), PKG (same
+// package) and the whole machine (NUMA if the workers span several nodes,
+// else SYS); a candidate is kept only if it is strictly wider than the level
+// below it and contains it. NODE is kept only when it is also strictly inside
+// the worker's package (sub-NUMA clustering); a node as wide as a package or
+// wider is left to the PKG and whole-machine levels. Indices of -1 are
+// unknown and shared with nobody. Groups of a domain are the child spans (the
+// widest kept level below it) of its workers, each worker's own chain
+// deciding, so every worker in a span sees the same groups.
+domain_tree build_domains(const std::vector<detail::worker_place>& places);
+
+}  // namespace usched

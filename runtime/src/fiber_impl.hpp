@@ -1,0 +1,82 @@
+// fiber_impl.hpp: what a fiber is inside the runtime, and the wait protocol
+// shared by fibers and plain threads.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include <usched/detail/core.hpp>
+#include <usched/detail/wait.hpp>
+
+#include "context.hpp"
+#include "engine.hpp"
+#include <usched/detail/spinlock.hpp>
+
+namespace usched::detail {
+
+// Anything that can block in a usched primitive: a fiber, or an OS thread
+// outside the runtime (through its thread_parker).
+//
+// The wait token makes every wake-up race safe. A waiter arms the token
+// (prepare_wait, an odd value) before it publishes itself anywhere; each
+// would-be waker (a notify, a timer, a channel hand-off) tries to claim that
+// exact value with one CAS, and only the winner resumes it. The token only
+// ever grows, also across the reuse of a pooled fiber, so a stale timer entry
+// or a late notifier can never claim a later wait.
+struct waitable {
+  std::atomic<std::uint64_t> wait_token{0};
+  bool is_fiber = false;
+};
+
+// claim() wins the right to resume the wait armed with `token`; false if
+// someone else already did (or the wait is over).
+inline bool claim(waitable& w, std::uint64_t token) noexcept {
+  std::uint64_t expected = token;
+  return w.wait_token.compare_exchange_strong(expected, token + 1, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed);
+}
+
+// resume() makes a claimed waiter run again: a fiber is placed on a runqueue
+// by its runtime's wake placement, a thread is unparked.
+void resume(waitable& w) noexcept;
+
+struct fiber : sched_entity, waitable {
+  exec_context ctx;
+  // True from the moment a worker switches into this fiber until the context
+  // that replaced it has saved its registers (the kernel's p->on_cpu). A
+  // fiber can be made runnable, and even be taken by another worker, while
+  // it is still switching away; whoever resumes it waits for this to clear.
+  std::atomic<bool> on_cpu{false};
+
+  runtime_impl* rt = nullptr;
+  std::uint64_t id = 0;
+  task_base* task = nullptr;
+  // A task frame too big for the fiber's mapping is allocated on the heap.
+  void* heap_frame = nullptr;
+  std::size_t heap_frame_align = 0;
+
+  // Two references while running: the fiber's own (dropped by the context
+  // that runs after its exit) and its join_handle's.
+  std::atomic<std::uint32_t> refs{0};
+
+  // Completion and the joiner, under join_lock.
+  spinlock join_lock;
+  std::atomic<bool> done{false};
+  bool detached = false;
+  waitable* joiner = nullptr;
+  std::uint64_t joiner_token = 0;
+
+  // The mapping this fiber lives in: [block, block + guard) is the guard page,
+  // the stack grows down from stack_top, this struct sits above it.
+  char* block = nullptr;
+  std::size_t block_size = 0;
+  char* stack_top = nullptr;
+};
+
+// An OS thread that waits in a usched primitive.
+struct thread_parker : waitable {
+  std::atomic<std::uint32_t> word{0};  // 1 = resumed, consumed by the waiter
+};
+
+}  // namespace usched::detail

@@ -1,0 +1,33 @@
+// overflow.hpp: turning a fiber stack overflow into a clear death.
+//
+// Each fiber's stack has a PROT_NONE guard page below it. Running into it
+// raises SIGSEGV on a stack that is, by definition, full, so the handler runs
+// on a per-worker alternate signal stack. If the fault address is in the
+// running fiber's guard page, the handler writes one line naming the fiber and
+// its stack size and ends the process; any other fault goes to whatever
+// handler was installed before ours (or the default action).
+#pragma once
+
+#include <cstddef>
+
+namespace usched::detail {
+
+// install_overflow_handler() installs the SIGSEGV/SIGBUS handler once per
+// process (signal dispositions are process-wide); later calls do nothing.
+void install_overflow_handler() noexcept;
+
+// alt_signal_stack gives the calling thread an alternate signal stack for its
+// lifetime (workers create one first thing).
+class alt_signal_stack {
+ public:
+  alt_signal_stack() noexcept;
+  ~alt_signal_stack();
+  alt_signal_stack(const alt_signal_stack&) = delete;
+  alt_signal_stack& operator=(const alt_signal_stack&) = delete;
+
+ private:
+  void* mem_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace usched::detail

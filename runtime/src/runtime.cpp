@@ -1,0 +1,452 @@
+// runtime.cpp: the runtime's life cycle, spawning, placement and the wait
+// protocol; the public API's glue.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <cassert>
+#include <exception>
+#include <new>
+#include <ostream>
+#include <thread>
+
+#include <usched/error.hpp>
+#include <usched/runtime.hpp>
+
+#include "clock.hpp"
+#include "futex.hpp"
+#include "overflow.hpp"
+#include "runtime_impl.hpp"
+
+namespace usched::detail {
+namespace {
+
+thread_local thread_parker tls_parker;
+
+std::shared_ptr<spdlog::logger> make_logger(const std::string& level) {
+  const auto lvl = spdlog::level::from_str(level);
+  // spdlog maps unknown names to `off`; only "off" itself may mean that.
+  if (lvl == spdlog::level::off && level != "off") {
+    throw config_error("USCHED_LOG='" + level +
+                       "' is not a log level; choose one of: trace, debug, info, warn, error, "
+                       "critical, off");
+  }
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto log = std::make_shared<spdlog::logger>("usched", std::move(sink));
+  log->set_pattern("[usched] [%l] %v");
+  log->set_level(lvl);
+  return log;
+}
+
+options checked(options o) {
+  constexpr std::size_t min_stack = 16 * 1024;
+  constexpr std::size_t max_stack = std::size_t{1} << 30;
+  if (o.stack_size < min_stack || o.stack_size > max_stack) {
+    throw config_error("stack size " + std::to_string(o.stack_size / 1024) +
+                       " KiB is out of range: allowed 16..1048576 KiB");
+  }
+  if (o.slice.count() <= 0) {
+    throw config_error("slice " + std::to_string(o.slice.count()) +
+                       " us is out of range: it must be positive");
+  }
+  if (o.spin.count() < 0) {
+    throw config_error("spin " + std::to_string(o.spin.count()) +
+                       " us is out of range: it must be zero or positive");
+  }
+  return o;
+}
+
+worker_unit to_detail(usched::worker_unit u) {
+  return u == usched::worker_unit::core ? worker_unit::core : worker_unit::pu;
+}
+
+std::size_t round_to_page(std::size_t v) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return (v + page - 1) / page * page;
+}
+
+[[noreturn]] void report_detached_exception(fiber* f) noexcept {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(f->task->error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  f->rt->log().critical("detached fiber {} ended with an uncaught exception: {}; terminating",
+                        f->id, what);
+  f->rt->log().flush();
+  std::terminate();
+}
+
+}  // namespace
+
+// ---- life cycle ------------------------------------------------------------
+
+runtime_impl::runtime_impl(options opts)
+    : opts_(checked(std::move(opts))),
+      topo_(topology::load(opts_.topology)),
+      places_(topo_.place_workers(opts_.workers, to_detail(opts_.unit))),
+      log_(make_logger(opts_.log_level)),
+      engine_(build_domains(places_), make_policy(opts_.policy)),
+      pool_(round_to_page(opts_.stack_size)) {
+  unit_ = to_detail(opts_.unit);
+  pinned_ = opts_.pin && topo_.pinnable();
+  slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(opts_.slice.count()) * tsc_per_us());
+  spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
+  install_overflow_handler();
+
+  log_->info("starting: {}", describe());
+  if (opts_.pin && !pinned_) {
+    log_->info("topology has more PUs than this host: workers run unpinned");
+  }
+
+  workers_.reserve(places_.size());
+  for (const worker_place& p : places_) {
+    workers_.push_back(std::make_unique<worker>(*this, p.worker, p));
+  }
+  for (auto& w : workers_) w->start();
+}
+
+runtime_impl::~runtime_impl() {
+  if (local_worker()) {
+    log_->critical("a runtime was destroyed from one of its own fibers; terminating");
+    std::terminate();
+  }
+  {
+    std::unique_lock<std::mutex> lk(live_mutex_);
+    live_cv_.wait(lk, [&] { return live_.load(std::memory_order_acquire) == 0; });
+  }
+  stopping_.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (auto& w : workers_) w->notify();
+  for (auto& w : workers_) w->join();
+  log_->flush();
+}
+
+std::string runtime_impl::describe() const {
+  std::string s = fmt::format("policy '{}', {} worker{} ({}), slice {} us, stack {} KiB\n",
+                              engine_.policy().name(), places_.size(),
+                              places_.size() == 1 ? "" : "s",
+                              pinned_ ? (unit_ == worker_unit::core ? "pinned to cores" : "pinned to PUs")
+                                      : "unpinned",
+                              opts_.slice.count(), opts_.stack_size / 1024);
+  s += "topology: " + topo_.describe() + "\n";
+  s += "domains:\n" + engine_.domains().describe();
+  return s;
+}
+
+std::vector<worker_stats> runtime_impl::stats() const {
+  std::vector<worker_stats> out;
+  out.reserve(workers_.size());
+  for (const auto& w : workers_) out.push_back(w->stats());
+  return out;
+}
+
+worker* runtime_impl::local_worker() const noexcept {
+  worker* w = worker_of_this_thread();
+  return w && &w->rt() == this ? w : nullptr;
+}
+
+std::uint64_t runtime_impl::external_random() noexcept {
+  std::uint64_t z = external_seq_.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// ---- fibers ----------------------------------------------------------------
+
+fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
+  worker* w = local_worker();
+  fiber* f = w ? w->take_fiber() : pool_.take();
+  void* frame = stack_pool::inline_frame(f, size, align);
+  f->heap_frame = nullptr;
+  if (!frame) {
+    try {
+      frame = ::operator new(size, std::align_val_t(align));
+    } catch (...) {
+      discard(f);
+      throw;
+    }
+    f->heap_frame = frame;
+    f->heap_frame_align = align;
+  }
+  return {f, frame};
+}
+
+void runtime_impl::discard(fiber* f) noexcept {
+  if (f->heap_frame) {
+    ::operator delete(f->heap_frame, std::align_val_t(f->heap_frame_align));
+    f->heap_frame = nullptr;
+  }
+  if (worker* w = local_worker()) {
+    w->give_fiber(f);
+  } else {
+    pool_.give(&f, 1);
+  }
+}
+
+void runtime_impl::start(fiber* f, task_base* task, int pin) {
+  f->rt = this;
+  f->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  f->task = task;
+  f->pinned = pin;
+  f->cpu = -1;
+  f->refs.store(2, std::memory_order_relaxed);
+  f->done.store(false, std::memory_order_relaxed);
+  f->detached = false;
+  f->joiner = nullptr;
+  f->on_cpu.store(false, std::memory_order_relaxed);
+  f->ctx.fctx = bctx::make_fcontext(f->stack_top, f->ctx.stack_size, &worker::fiber_entry);
+  f->ctx.tsan_fiber = sanitizer_create_fiber();
+  live_.fetch_add(1, std::memory_order_relaxed);
+  schedule(f, placement_kind::spawn);
+}
+
+void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
+  worker* w = local_worker();
+  std::vector<cpu_snapshot> external_scratch;
+  const int cpu = engine_.select_cpu(kind, *f, w ? w->index() : -1,
+                                     w ? w->next_random() : external_random(),
+                                     w ? w->scratch() : external_scratch);
+  const unsigned queued = engine_.enqueue(cpu, f, 0);
+  // Publish-then-check, paired with the parker's announce-then-check.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  worker_at(cpu).notify();
+  if (queued > 0 && engine_.policy().pulls_when_idle() &&
+      !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
+    kick_idle(cpu);
+  }
+}
+
+// kick_idle(): work is queued behind a busy worker and the policy lets idle
+// workers pull it. If nobody is spinning (a spinner will find it), wake one
+// parked worker so it can balance; one is enough, it wakes no others.
+void runtime_impl::kick_idle(int busy_cpu) noexcept {
+  if (nr_spinning.load(std::memory_order_seq_cst) > 0) return;
+  if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
+  const int n = static_cast<int>(workers_.size());
+  const int start = static_cast<int>(external_random() % static_cast<std::uint64_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const int cpu = (start + i) % n;
+    if (cpu != busy_cpu && workers_[static_cast<std::size_t>(cpu)]->parked()) {
+      workers_[static_cast<std::size_t>(cpu)]->notify();
+      return;
+    }
+  }
+}
+
+void runtime_impl::fiber_done(fiber* f) noexcept {
+  f->join_lock.lock();
+  f->done.store(true, std::memory_order_release);
+  waitable* joiner = f->joiner;
+  const std::uint64_t token = f->joiner_token;
+  const bool detached = f->detached;
+  f->join_lock.unlock();
+  if (joiner) wake(*joiner, token);
+  if (detached && f->task->error) report_detached_exception(f);
+  if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard<std::mutex> lk(live_mutex_);
+    live_cv_.notify_all();
+  }
+}
+
+void runtime_impl::drop_ref(fiber* f) noexcept {
+  if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  f->task->destroy(f->task);
+  f->task = nullptr;
+  sanitizer_destroy_fiber(f->ctx.tsan_fiber);
+  f->ctx.tsan_fiber = nullptr;
+  discard(f);
+}
+
+// ---- waiting ---------------------------------------------------------------
+
+waitable& current_waitable() noexcept {
+  worker* w = worker_of_this_thread();
+  if (w) {
+    if (fiber* f = w->current_fiber()) return *f;
+  }
+  return tls_parker;
+}
+
+void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns) {
+  if (me.is_fiber) {
+    auto& f = static_cast<fiber&>(me);
+    worker_of_this_thread()->block_current(&f, token, deadline_ns);
+    return;
+  }
+  auto& p = static_cast<thread_parker&>(me);
+  for (;;) {
+    if (p.word.load(std::memory_order_acquire) == 1) {
+      p.word.store(0, std::memory_order_relaxed);
+      return;
+    }
+    if (deadline_ns < 0) {
+      futex_wait(p.word, 0);
+      continue;
+    }
+    const std::int64_t left = deadline_ns - now_ns();
+    if (left <= 0) {
+      // Time is up: claim our own wait. If a waker claimed it first, its
+      // resume() is on the way; wait for it so the counts stay paired.
+      if (claim(me, token)) return;
+      deadline_ns = -1;
+      continue;
+    }
+    futex_wait(p.word, 0, left);
+  }
+}
+
+std::uint64_t prepare_wait(waitable& me) noexcept {
+  // Only the waiter writes an armed value; publication under the primitive's
+  // lock orders it for wakers, so relaxed is enough.
+  const std::uint64_t armed = me.wait_token.load(std::memory_order_relaxed) + 1;
+  me.wait_token.store(armed, std::memory_order_relaxed);
+  return armed;
+}
+
+bool wake(waitable& w, std::uint64_t token) noexcept {
+  if (!claim(w, token)) return false;
+  resume(w);
+  return true;
+}
+
+void resume(waitable& w) noexcept {
+  if (w.is_fiber) {
+    auto& f = static_cast<fiber&>(w);
+    f.rt->schedule(&f, placement_kind::wake);
+    return;
+  }
+  auto& p = static_cast<thread_parker&>(w);
+  p.word.store(1, std::memory_order_release);
+  futex_wake(p.word);
+}
+
+// ---- core.hpp --------------------------------------------------------------
+
+runtime_impl* runtime_of_current_fiber() noexcept {
+  worker* w = worker_of_this_thread();
+  return w && w->current_fiber() ? &w->rt() : nullptr;
+}
+
+fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
+                          const spawn_options& opts) {
+  if (opts.pin < -1 || opts.pin >= static_cast<int>(rt.nr_workers())) {
+    throw std::invalid_argument("spawn_options::pin=" + std::to_string(opts.pin) +
+                                " is out of range: allowed -1 (unpinned) or 0.." +
+                                std::to_string(rt.nr_workers() - 1));
+  }
+  return rt.allocate(size, align);
+}
+
+void discard_fiber(runtime_impl& rt, fiber* f) noexcept { rt.discard(f); }
+
+void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts) {
+  rt.start(f, task, opts.pin);
+}
+
+void join_fiber(fiber* f) {
+  if (f->done.load(std::memory_order_acquire)) return;
+  waitable& me = current_waitable();
+  f->join_lock.lock();
+  if (f->done.load(std::memory_order_relaxed)) {
+    f->join_lock.unlock();
+    return;
+  }
+  const std::uint64_t token = prepare_wait(me);
+  f->joiner = &me;
+  f->joiner_token = token;
+  f->join_lock.unlock();
+  block(me, token, -1);
+}
+
+bool fiber_finished(const fiber* f) noexcept { return f->done.load(std::memory_order_acquire); }
+
+void release_fiber(fiber* f) noexcept { f->rt->drop_ref(f); }
+
+void detach_fiber(fiber* f) noexcept {
+  f->join_lock.lock();
+  f->detached = true;
+  const bool done = f->done.load(std::memory_order_relaxed);
+  f->join_lock.unlock();
+  if (done && f->task->error) report_detached_exception(f);
+  f->rt->drop_ref(f);
+}
+
+std::uint64_t fiber_id_of(const fiber* f) noexcept { return f->id; }
+
+double tsc_per_us() noexcept {
+  static const double rate = [] {
+    const std::int64_t t0 = now_ns();
+    const std::uint64_t c0 = cycles();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::int64_t t1 = now_ns();
+    const std::uint64_t c1 = cycles();
+    const double us = static_cast<double>(t1 - t0) / 1000.0;
+    return us > 0 ? static_cast<double>(c1 - c0) / us : 1000.0;
+  }();
+  return rate;
+}
+
+}  // namespace usched::detail
+
+// ---- public API --------------------------------------------------------------
+
+namespace usched {
+
+std::ostream& operator<<(std::ostream& os, fiber_id id) { return os << "fiber#" << id.value(); }
+
+runtime::runtime() : runtime(options::from_env()) {}
+runtime::runtime(options opts) : impl_(std::make_unique<detail::runtime_impl>(std::move(opts))) {}
+runtime::~runtime() = default;
+unsigned runtime::workers() const noexcept { return impl_->nr_workers(); }
+const options& runtime::config() const noexcept { return impl_->config(); }
+std::string runtime::describe() const { return impl_->describe(); }
+std::vector<worker_stats> runtime::stats() const { return impl_->stats(); }
+
+namespace this_fiber {
+
+void yield() {
+  detail::worker* w = detail::worker_of_this_thread();
+  if (w && w->current_fiber()) {
+    w->yield_current();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+void sleep_until(std::chrono::steady_clock::time_point deadline) {
+  detail::worker* w = detail::worker_of_this_thread();
+  detail::fiber* f = w ? w->current_fiber() : nullptr;
+  if (!f) {
+    std::this_thread::sleep_until(deadline);
+    return;
+  }
+  const std::int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+  if (ns <= detail::now_ns()) return;
+  const std::uint64_t token = detail::prepare_wait(*f);
+  w->block_current(f, token, ns);
+}
+
+fiber_id get_id() noexcept {
+  detail::worker* w = detail::worker_of_this_thread();
+  detail::fiber* f = w ? w->current_fiber() : nullptr;
+  return fiber_id(f ? f->id : 0);
+}
+
+int worker_index() noexcept {
+  detail::worker* w = detail::worker_of_this_thread();
+  return w && w->current_fiber() ? w->index() : -1;
+}
+
+void preempt_point() noexcept {
+  detail::worker* w = detail::worker_of_this_thread();
+  if (w && w->current_fiber() && w->slice_expired()) w->yield_current();
+}
+
+}  // namespace this_fiber
+}  // namespace usched

@@ -1,0 +1,190 @@
+// runtime_impl.hpp: the real backend. Workers are OS threads, one per PU or
+// core, pinned with hwloc; fibers run on them through Boost.Context.
+//
+// Worker state machine (docs/architecture.md has the picture):
+//   run   - executing fibers, switching directly from one to the next
+//   idle  - back in the worker's own context: timers, local queue, newly-idle
+//           balance through the engine
+//   spin  - nothing found: poll the queue (and balance again) for options.spin
+//   park  - sleep on a futex until a push, a timer deadline or shutdown
+// A push onto a parked worker's queue always wakes it: the pusher publishes the
+// fiber, issues a seq_cst fence and reads the worker's park word; the parker
+// writes the park word, issues a seq_cst fence and re-reads its queue. One of
+// the two sees the other.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include <usched/options.hpp>
+#include <usched/runtime.hpp>
+
+#include "domains.hpp"
+#include "engine.hpp"
+#include "fiber_impl.hpp"
+#include "stack_pool.hpp"
+#include "topology.hpp"
+
+namespace usched::detail {
+
+class runtime_impl;
+class worker;
+
+// The worker the calling OS thread is (of any runtime), or null.
+worker* worker_of_this_thread() noexcept;
+
+// A sleeping or timed-out wait, in its worker's private heap.
+struct timer_entry {
+  std::int64_t deadline;
+  fiber* f;
+  std::uint64_t token;
+  bool operator>(const timer_entry& o) const noexcept { return deadline > o.deadline; }
+};
+
+class worker {
+ public:
+  worker(runtime_impl& rt, int index, const worker_place& place);
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  void start();
+  void join();
+
+  int index() const noexcept { return index_; }
+  runtime_impl& rt() const noexcept { return rt_; }
+  // The running fiber, or null when the worker is in its own context.
+  fiber* current_fiber() const noexcept { return current_ == &idle_ ? nullptr : current_; }
+
+  // ---- called on this worker's thread, by the running fiber -------------
+  // yield_current() requeues the running fiber behind the next one, if any.
+  void yield_current();
+  // block_current() switches away from `self`, which has armed `token` and
+  // published itself; with deadline_ns >= 0 a timer claims the token then.
+  void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns);
+  // exit_current() leaves the finished running fiber forever.
+  [[noreturn]] void exit_current();
+  // slice_expired(): has the running fiber used up its slice?
+  bool slice_expired() const noexcept;
+  std::uint64_t next_random() noexcept;
+  std::vector<cpu_snapshot>& scratch() noexcept { return scratch_; }
+  // Fiber pool cache of this worker.
+  fiber* take_fiber();
+  void give_fiber(fiber* f);
+
+  // ---- any thread ---------------------------------------------------------
+  // notify() wakes the worker if it is parked. The caller has published work
+  // and issued a seq_cst fence.
+  void notify() noexcept;
+  bool parked() const noexcept { return park_word_.load(std::memory_order_relaxed) != 0; }
+
+  worker_stats stats() const noexcept;
+
+ private:
+  friend class runtime_impl;
+  void main();
+  fiber* find_work(std::int64_t now);
+  void idle_wait();
+  bool has_other_work() const noexcept;
+  void run_timers(std::int64_t now);
+  void switch_to(fiber* next, bool prev_exits);
+  void finish_switch(bctx::fcontext_t from) noexcept;
+  static void fiber_entry(bctx::transfer_t t);
+
+  runtime_impl& rt_;
+  const int index_;
+  const worker_place place_;
+  std::thread thread_;
+
+  fiber idle_;               // this worker's own context (its thread's stack)
+  fiber* current_ = &idle_;  // what runs now
+  fiber* pending_prev_ = nullptr;  // the context being switched away from
+  bool pending_exit_ = false;      // ... and whether it has finished for good
+  std::uint64_t slice_start_ = 0;  // cycles() when current_ was switched in
+
+  std::vector<timer_entry> timers_;  // min-heap by deadline, touched only by this worker
+  std::vector<cpu_snapshot> scratch_;
+  std::vector<fiber*> fiber_cache_;
+  std::uint64_t rng_;
+
+  // 1 while parked (or about to park), 0 otherwise; the futex word.
+  alignas(64) std::atomic<std::uint32_t> park_word_{0};
+
+  // Counters written by this worker's thread only; relaxed atomics so that
+  // runtime::stats() may read them from another thread at any time.
+  std::atomic<std::uint64_t> fibers_run_{0};
+  std::atomic<std::uint64_t> parks_{0};
+};
+
+class runtime_impl {
+ public:
+  explicit runtime_impl(options opts);
+  ~runtime_impl();
+
+  const options& config() const noexcept { return opts_; }
+  unsigned nr_workers() const noexcept { return static_cast<unsigned>(workers_.size()); }
+  worker& worker_at(int i) noexcept { return *workers_[static_cast<std::size_t>(i)]; }
+  engine& eng() noexcept { return engine_; }
+  spdlog::logger& log() noexcept { return *log_; }
+  stack_pool& pool() noexcept { return pool_; }
+  std::string describe() const;
+  std::vector<worker_stats> stats() const;
+  std::uint64_t slice_cycles() const noexcept { return slice_cycles_; }
+  std::int64_t spin_ns() const noexcept { return spin_ns_; }
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  const topology& topo() const noexcept { return topo_; }
+  worker_unit unit() const noexcept { return unit_; }
+  // Whether workers pin themselves (the topology fits this host).
+  bool pinned() const noexcept { return pinned_; }
+
+  // The worker of this runtime the calling thread is, or null.
+  worker* local_worker() const noexcept;
+
+  fiber_slot allocate(std::size_t size, std::size_t align);
+  void discard(fiber* f) noexcept;
+  void start(fiber* f, task_base* task, int pin);
+
+  // schedule() places a runnable fiber (placement by policy unless pinned)
+  // and wakes whoever must run it.
+  void schedule(fiber* f, placement_kind kind) noexcept;
+  // fiber_done() publishes completion, wakes the joiner; runs on the fiber.
+  void fiber_done(fiber* f) noexcept;
+  // drop_ref() releases one reference; the last one recycles the fiber.
+  void drop_ref(fiber* f) noexcept;
+
+  std::atomic<int> nr_spinning{0};
+  std::atomic<int> nr_parked{0};
+
+ private:
+  void kick_idle(int busy_cpu) noexcept;
+  std::uint64_t external_random() noexcept;
+
+  options opts_;
+  topology topo_;
+  std::vector<worker_place> places_;
+  std::shared_ptr<spdlog::logger> log_;
+  engine engine_;
+  stack_pool pool_;
+  worker_unit unit_ = worker_unit::pu;
+  bool pinned_ = false;
+  std::uint64_t slice_cycles_ = 0;
+  std::int64_t spin_ns_ = 0;
+  std::vector<std::unique_ptr<worker>> workers_;
+
+  std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::uint64_t> external_seq_{0};
+  std::atomic<bool> stopping_{false};
+
+  // Fibers spawned and not yet returned; the destructor waits for zero.
+  std::atomic<std::int64_t> live_{0};
+  std::mutex live_mutex_;
+  std::condition_variable live_cv_;
+};
+
+}  // namespace usched::detail

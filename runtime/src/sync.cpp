@@ -1,0 +1,135 @@
+// sync.cpp: mutex, condition_variable and wait_group on the wait protocol
+// (usched/detail/wait.hpp).
+#include <mutex>
+#include <stdexcept>
+
+#include <usched/condition_variable.hpp>
+#include <usched/detail/cpu_relax.hpp>
+#include <usched/mutex.hpp>
+#include <usched/wait_group.hpp>
+
+namespace usched {
+namespace {
+
+// Attempts to take a held mutex by spinning before blocking. A critical
+// section on another worker usually ends within a few hundred nanoseconds,
+// far less than a block and wake-up round trip.
+constexpr int mutex_spin_attempts = 64;
+
+}  // namespace
+
+void mutex::lock() {
+  if (try_lock()) return;
+  for (int i = 0; i < mutex_spin_attempts; ++i) {
+    detail::cpu_relax();
+    if (state_.load(std::memory_order_relaxed) == unlocked && try_lock()) return;
+  }
+  detail::waitable& me = detail::current_waitable();
+  for (;;) {
+    lock_.lock();
+    // Mark the lock contended; if it was free we now hold it (contended, so
+    // our unlock wakes the next waiter, whom we cannot see from here).
+    if (state_.exchange(contended, std::memory_order_acquire) == unlocked) {
+      lock_.unlock();
+      return;
+    }
+    detail::waiter w;
+    w.who = &me;
+    w.token = detail::prepare_wait(me);
+    waiters_.push_back(w);
+    lock_.unlock();
+    detail::block(me, w.token, -1);
+  }
+}
+
+void mutex::unlock() noexcept {
+  if (state_.exchange(unlocked, std::memory_order_release) != contended) return;
+  lock_.lock();
+  detail::waiter* w = waiters_.pop_front();
+  lock_.unlock();
+  // Nothing else can claim a mutex waiter (it has no timeout), so it stays
+  // blocked, and its node valid, until this wake.
+  if (w) detail::wake(*w->who, w->token);
+}
+
+void condition_variable::wait(std::unique_lock<mutex>& lk) { wait_impl(lk, -1); }
+
+std::cv_status condition_variable::wait_until(std::unique_lock<mutex>& lk,
+                                              std::chrono::steady_clock::time_point deadline) {
+  return wait_impl(lk, detail::to_deadline_ns(deadline));
+}
+
+std::cv_status condition_variable::wait_impl(std::unique_lock<mutex>& lk, std::int64_t deadline_ns) {
+  if (!lk.owns_lock()) throw std::logic_error("usched::condition_variable: wait without the lock");
+  detail::waitable& me = detail::current_waitable();
+  detail::waiter w;
+  w.who = &me;
+  lock_.lock();
+  w.token = detail::prepare_wait(me);
+  waiters_.push_back(w);
+  lock_.unlock();
+  // Enqueued before the mutex is released: a notifier that changes the
+  // predicate under the mutex after this point finds us in the list.
+  lk.unlock();
+  detail::block(me, w.token, deadline_ns);
+  std::cv_status status = std::cv_status::no_timeout;
+  lock_.lock();
+  if (w.linked) {
+    // Still in the list: the deadline claimed the wait, nobody notified us.
+    waiters_.remove(w);
+    status = std::cv_status::timeout;
+  }
+  lock_.unlock();
+  lk.lock();
+  return status;
+}
+
+// Waking happens under lock_: a waiter whose deadline claimed its own wait
+// may be resuming at the same moment, and it takes lock_ before it can
+// return, so its node and its waitable stay valid while we hold it. A
+// notification that loses that race is consumed by the waiter, which returns
+// no_timeout, and is not lost.
+void condition_variable::notify_one() noexcept {
+  lock_.lock();
+  if (detail::waiter* w = waiters_.pop_front()) detail::wake(*w->who, w->token);
+  lock_.unlock();
+}
+
+void condition_variable::notify_all() noexcept {
+  lock_.lock();
+  while (detail::waiter* w = waiters_.pop_front()) detail::wake(*w->who, w->token);
+  lock_.unlock();
+}
+
+wait_group::wait_group(std::int64_t initial) : count_(initial) {
+  if (initial < 0) throw std::logic_error("usched::wait_group: negative initial count");
+}
+
+void wait_group::add(std::int64_t n) {
+  std::lock_guard<detail::spinlock> g(lock_);
+  if (count_ + n < 0) throw std::logic_error("usched::wait_group: count would go negative");
+  count_ += n;
+  if (count_ == 0) {
+    while (detail::waiter* w = waiters_.pop_front()) detail::wake(*w->who, w->token);
+  }
+}
+
+void wait_group::wait() {
+  detail::waitable& me = detail::current_waitable();
+  detail::waiter w;
+  w.who = &me;
+  {
+    std::lock_guard<detail::spinlock> g(lock_);
+    if (count_ == 0) return;
+    w.token = detail::prepare_wait(me);
+    waiters_.push_back(w);
+  }
+  detail::block(me, w.token, -1);
+}
+
+std::int64_t wait_group::count() const noexcept {
+  std::lock_guard<detail::spinlock> g(lock_);
+  return count_;
+}
+
+}  // namespace usched

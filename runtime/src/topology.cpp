@@ -1,0 +1,310 @@
+// topology.cpp: hwloc behind the topology interface (see topology.hpp).
+//
+// Everything the scheduler asks about is computed once at load() into a flat
+// per-PU table, so place_workers() and the counters never walk hwloc's tree
+// again; only bind_current_thread() goes back to hwloc, for the cpusets.
+#include "topology.hpp"
+
+#include <usched/error.hpp>
+
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <system_error>
+#include <utility>
+
+namespace usched::detail {
+
+namespace {
+
+// Where the description came from; decides the wording of describe() and of
+// load errors.
+enum class source_kind { host, xml, synthetic };
+
+// What the scheduler needs to know about one PU, indexed by its logical index.
+struct pu_info {
+  int os_index = -1;
+  int core = -1;
+  int llc = -1;
+  int package = -1;
+  int numa_node = -1;
+};
+
+// The number of PUs this host has online, discovered once. Only used to decide
+// whether a non-host topology can be pinned onto this machine.
+unsigned host_pu_count() noexcept {
+  static const unsigned count = [] {
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? static_cast<unsigned>(online) : 1u;
+  }();
+  return count;
+}
+
+// strerror() of a saved errno; hwloc leaves errno at 0 for some refusals, in
+// which case EINVAL ("Invalid argument") is the honest description.
+std::string errno_text(int saved_errno) {
+  return std::strerror(saved_errno != 0 ? saved_errno : EINVAL);
+}
+
+std::string plural(unsigned n, const char* singular, const char* plural_form) {
+  return std::to_string(n) + " " + (n == 1 ? singular : plural_form);
+}
+
+int logical_index_or_unknown(hwloc_obj_t obj) {
+  return obj != nullptr ? static_cast<int>(obj->logical_index) : -1;
+}
+
+// The outermost CPU cache above `pu` (L3 if present, else L2, ...), or
+// nullptr when the description has no cache above it (synthetic strings
+// without lN levels).
+hwloc_obj_t outermost_cache(hwloc_obj_t pu) {
+  hwloc_obj_t found = nullptr;
+  for (hwloc_obj_t obj = pu->parent; obj != nullptr; obj = obj->parent) {
+    if (hwloc_obj_type_is_cache(obj->type) != 0) {
+      found = obj;  // keep climbing: a wider cache further up wins
+    }
+  }
+  return found;
+}
+
+// The NUMA node local to `pu`. In hwloc 2 NUMA nodes are memory children, not
+// ancestors, and several nodes may cover one PU (a machine-wide node next to
+// per-package ones, as "[numa] pack:2 [numa] ..." yields); the node with the
+// smallest cpuset that still contains the PU is the most local one.
+int local_numa_node(hwloc_topology_t topo, hwloc_obj_t pu) {
+  int best = -1;
+  int best_weight = 0;
+  const int nr_nodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nr_nodes; ++i) {
+    const hwloc_obj_t node =
+        hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    if (node == nullptr || node->cpuset == nullptr ||
+        hwloc_bitmap_isset(node->cpuset, pu->os_index) == 0) {
+      continue;
+    }
+    const int weight = hwloc_bitmap_weight(node->cpuset);
+    if (best < 0 || weight < best_weight) {
+      best = static_cast<int>(node->logical_index);
+      best_weight = weight;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+struct topology::impl {
+  hwloc_topology_t topo = nullptr;
+  source_kind kind = source_kind::host;
+  std::string source;
+  std::vector<pu_info> pus;  // by PU logical index
+  unsigned nr_cores = 0;
+  unsigned nr_llcs = 0;
+  unsigned nr_packages = 0;
+  unsigned nr_numa_nodes = 0;
+
+  impl() = default;
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+  ~impl() {
+    if (topo != nullptr) {
+      hwloc_topology_destroy(topo);
+    }
+  }
+
+  // "USCHED_TOPOLOGY '<source>'" (or the host) as the subject of an error.
+  std::string subject() const {
+    return kind == source_kind::host ? std::string("USCHED_TOPOLOGY (this host)")
+                                     : "USCHED_TOPOLOGY '" + source + "'";
+  }
+
+  [[noreturn]] void fail(const std::string& what, int saved_errno) const {
+    throw config_error(subject() + ": " + what + " (" + errno_text(saved_errno) + ")");
+  }
+
+  // Fills the per-PU table and the counters from the loaded hwloc topology.
+  void index() {
+    const int nr_pu_objs = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    pus.assign(nr_pu_objs > 0 ? static_cast<std::size_t>(nr_pu_objs) : 0, pu_info{});
+
+    // LLC indices are made dense over the distinct cache objects in PU order:
+    // on a normal machine that is the caches' logical index, and it stays
+    // collision-free when different PUs have last-level caches of different
+    // depths, or no cache at all and fall back to their core.
+    std::map<hwloc_obj_t, int> llc_ids;
+    for (std::size_t i = 0; i < pus.size(); ++i) {
+      const hwloc_obj_t pu =
+          hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, static_cast<unsigned>(i));
+      pu_info& info = pus[i];
+      info.os_index = static_cast<int>(pu->os_index);
+      const hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu);
+      info.core = logical_index_or_unknown(core);
+      info.package = logical_index_or_unknown(
+          hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu));
+      info.numa_node = local_numa_node(topo, pu);
+
+      // Without a cache the core is the widest thing known to share anything.
+      hwloc_obj_t llc = outermost_cache(pu);
+      if (llc == nullptr) {
+        llc = core;
+      }
+      if (llc != nullptr) {
+        const auto [it, inserted] = llc_ids.emplace(llc, static_cast<int>(llc_ids.size()));
+        info.llc = it->second;
+      }
+    }
+    nr_llcs = static_cast<unsigned>(llc_ids.size());
+
+    const auto count = [this](hwloc_obj_type_t type) {
+      const int n = hwloc_get_nbobjs_by_type(topo, type);
+      return n > 0 ? static_cast<unsigned>(n) : 0u;
+    };
+    nr_cores = count(HWLOC_OBJ_CORE);
+    nr_packages = count(HWLOC_OBJ_PACKAGE);
+    nr_numa_nodes = count(HWLOC_OBJ_NUMANODE);
+  }
+};
+
+topology::topology(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+topology::topology(topology&&) noexcept = default;
+topology& topology::operator=(topology&&) noexcept = default;
+topology::~topology() = default;
+
+topology topology::load(const std::string& source) {
+  auto p = std::make_unique<impl>();
+  p->source = source;
+  if (source.empty()) {
+    p->kind = source_kind::host;
+  } else {
+    std::error_code ec;
+    p->kind = std::filesystem::is_regular_file(source, ec) ? source_kind::xml
+                                                           : source_kind::synthetic;
+  }
+
+  if (hwloc_topology_init(&p->topo) != 0) {
+    p->topo = nullptr;
+    p->fail("hwloc could not create a topology", errno);
+  }
+
+  if (p->kind != source_kind::host) {
+    // hwloc gives XML and synthetic topologies binding hooks that succeed
+    // without doing anything; claiming "this system" makes set_cpubind() real,
+    // so a pinnable() description pins for real and a wrong one fails loudly.
+    hwloc_topology_set_flags(p->topo, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+    errno = 0;
+    if (p->kind == source_kind::xml) {
+      if (hwloc_topology_set_xml(p->topo, source.c_str()) != 0) {
+        p->fail("not a valid hwloc XML file", errno);
+      }
+    } else if (hwloc_topology_set_synthetic(p->topo, source.c_str()) != 0) {
+      // Not a file we could see: it may be a mistyped path as well.
+      p->fail("not a valid hwloc synthetic description or XML file", errno);
+    }
+  }
+
+  errno = 0;
+  if (hwloc_topology_load(p->topo) != 0) {
+    p->fail("hwloc could not load the topology", errno);
+  }
+  p->index();
+  if (p->pus.empty()) {
+    p->fail("the topology has no PUs", EINVAL);
+  }
+  return topology(std::move(p));
+}
+
+bool topology::is_host() const noexcept { return impl_->kind == source_kind::host; }
+
+bool topology::pinnable() const noexcept {
+  return is_host() || nr_pus() <= host_pu_count();
+}
+
+unsigned topology::nr_pus() const noexcept { return static_cast<unsigned>(impl_->pus.size()); }
+unsigned topology::nr_cores() const noexcept { return impl_->nr_cores; }
+unsigned topology::nr_llcs() const noexcept { return impl_->nr_llcs; }
+unsigned topology::nr_packages() const noexcept { return impl_->nr_packages; }
+unsigned topology::nr_numa_nodes() const noexcept { return impl_->nr_numa_nodes; }
+
+std::vector<worker_place> topology::place_workers(unsigned count, worker_unit unit) const {
+  const bool by_core = unit == worker_unit::core;
+  const unsigned units = by_core ? nr_cores() : nr_pus();
+  const char* unit_name = by_core ? "cores" : "PUs";
+  if (units == 0) {
+    throw config_error("USCHED_WORKERS: this topology (" + describe() + ") has no " +
+                       unit_name + " to place workers on; use 'pus'");
+  }
+  if (count > units) {
+    throw config_error("USCHED_WORKERS=" + std::to_string(count) +
+                       " is out of range: this topology has " + std::to_string(units) +
+                       " " + unit_name + ", allowed 1.." + std::to_string(units) +
+                       " (or 'pus', 'cores')");
+  }
+  if (count == 0) {
+    count = units;
+  }
+
+  std::vector<worker_place> places;
+  places.reserve(count);
+  for (unsigned w = 0; w < count; ++w) {
+    unsigned first_pu = w;
+    unsigned nr_bound = 1;
+    if (by_core) {
+      const hwloc_obj_t core = hwloc_get_obj_by_type(impl_->topo, HWLOC_OBJ_CORE, w);
+      const hwloc_obj_t pu =
+          hwloc_get_next_obj_inside_cpuset_by_type(impl_->topo, core->cpuset, HWLOC_OBJ_PU, nullptr);
+      first_pu = pu->logical_index;
+      nr_bound = static_cast<unsigned>(
+          hwloc_get_nbobjs_inside_cpuset_by_type(impl_->topo, core->cpuset, HWLOC_OBJ_PU));
+    }
+    const pu_info& info = impl_->pus[first_pu];
+    worker_place place;
+    place.worker = static_cast<int>(w);
+    place.pu = static_cast<int>(first_pu);
+    place.os_pu = info.os_index;
+    place.core = info.core;
+    place.llc = info.llc;
+    place.package = info.package;
+    place.numa_node = info.numa_node;
+    place.nr_pus = nr_bound;
+    places.push_back(place);
+  }
+  return places;
+}
+
+bool topology::bind_current_thread(const worker_place& place, worker_unit unit) const {
+  if (!pinnable()) {
+    return false;
+  }
+  const bool by_core = unit == worker_unit::core;
+  const int index = by_core ? place.core : place.pu;
+  if (index < 0) {
+    return false;
+  }
+  const hwloc_obj_t obj = hwloc_get_obj_by_type(
+      impl_->topo, by_core ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU, static_cast<unsigned>(index));
+  if (obj == nullptr || obj->cpuset == nullptr) {
+    return false;
+  }
+  return hwloc_set_cpubind(impl_->topo, obj->cpuset, HWLOC_CPUBIND_THREAD) == 0;
+}
+
+std::string topology::describe() const {
+  std::string line;
+  switch (impl_->kind) {
+    case source_kind::host: line = "host"; break;
+    case source_kind::xml: line = "xml '" + impl_->source + "'"; break;
+    case source_kind::synthetic: line = "synthetic '" + impl_->source + "'"; break;
+  }
+  line += ": " + plural(nr_packages(), "package", "packages") + ", " +
+          plural(nr_numa_nodes(), "NUMA node", "NUMA nodes") + ", " +
+          plural(nr_llcs(), "LLC", "LLCs") + ", " + plural(nr_cores(), "core", "cores") +
+          ", " + plural(nr_pus(), "PU", "PUs");
+  return line;
+}
+
+}  // namespace usched::detail

@@ -1,0 +1,81 @@
+// topology.hpp: the machine as hwloc describes it (this host, a synthetic
+// description, or an XML file), reduced to what the scheduler needs: where
+// each worker sits (PU, core, LLC, package, NUMA node) and how to pin it.
+//
+// hwloc stays inside topology.cpp; nothing here exposes its types.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace usched::detail {
+
+// What one worker is bound to: a single PU, or every PU of one core.
+enum class worker_unit { pu, core };
+
+// The place of one worker in the machine. Indices are hwloc *logical* indices
+// of the containing objects (dense, 0-based, in topology order), -1 where the
+// machine has no such object. `os_pu` is the OS index of the first PU the
+// worker is bound to, for log messages.
+struct worker_place {
+  int worker = -1;   // worker index, 0..n-1
+  int pu = -1;       // logical index of the (first) PU
+  int os_pu = -1;    // OS index of that PU
+  int core = -1;
+  int llc = -1;      // logical index of the last-level cache object above the PU
+  int package = -1;
+  int numa_node = -1;
+  unsigned nr_pus = 1;  // PUs in the worker's binding (1 for worker_unit::pu)
+};
+
+class topology {
+ public:
+  // load() reads the topology from `source`: empty = this host; a path to an
+  // existing file = hwloc XML; anything else = a hwloc synthetic description
+  // such as "pack:2 l3:2 core:4 pu:2". Throws usched::config_error whose
+  // message names the source and gives hwloc's reason (errno text) when it is
+  // rejected.
+  static topology load(const std::string& source);
+
+  topology(topology&&) noexcept;
+  topology& operator=(topology&&) noexcept;
+  ~topology();
+
+  // True when this describes the machine we run on (source was empty).
+  bool is_host() const noexcept;
+  // True when pinning to this topology's PUs makes sense on this host: it is
+  // the host, or it has no more PUs than the host does. A larger synthetic
+  // topology runs unpinned.
+  bool pinnable() const noexcept;
+
+  unsigned nr_pus() const noexcept;
+  unsigned nr_cores() const noexcept;
+  unsigned nr_llcs() const noexcept;
+  unsigned nr_packages() const noexcept;
+  unsigned nr_numa_nodes() const noexcept;
+
+  // place_workers() assigns `count` workers to units in logical order: worker
+  // i gets PU i (worker_unit::pu) or core i (worker_unit::core). count == 0
+  // means one worker per unit. Throws usched::config_error naming the count
+  // and the allowed range [1, nr_pus()] (or nr_cores()) when count exceeds it.
+  std::vector<worker_place> place_workers(unsigned count, worker_unit unit) const;
+
+  // bind_current_thread() pins the calling OS thread to the PU (or the whole
+  // core's cpuset for worker_unit::core) of `place`. Returns false (and leaves
+  // the thread unbound) when hwloc refuses, e.g. on a topology that is not
+  // pinnable().
+  bool bind_current_thread(const worker_place& place, worker_unit unit) const;
+
+  // One readable line, e.g. "host: 1 package, 1 NUMA node, 1 LLC, 2 cores, 2 PUs"
+  // or "synthetic 'pack:2 l3:2 core:4 pu:2': 2 packages, ...".
+  std::string describe() const;
+
+ private:
+  struct impl;
+  explicit topology(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace usched::detail

@@ -1,0 +1,313 @@
+// worker.cpp: one worker's thread: switching, idling, spinning, parking,
+// timers.
+#include <algorithm>
+#include <cassert>
+#include <functional>
+#include <pthread.h>
+
+#include "clock.hpp"
+#include <usched/detail/cpu_relax.hpp>
+#include "futex.hpp"
+#include "overflow.hpp"
+#include "runtime_impl.hpp"
+
+namespace usched::detail {
+namespace {
+
+thread_local worker* tls_worker = nullptr;
+
+// Fibers migrate between OS threads at every switch, and the compiler may
+// keep the address of a thread_local across a call within one function. Every
+// read of the current worker goes through this out-of-line function, so it
+// is computed afresh on the thread that runs now.
+[[gnu::noinline]] worker* current_worker() noexcept {
+  asm volatile("" ::: "memory");
+  return tls_worker;
+}
+
+// Fibers a worker keeps for its own spawns before returning them to the
+// runtime's pool: enough for bursts of short-lived fibers without touching the
+// pool's lock.
+constexpr std::size_t fiber_cache_max = 64;
+
+// Spin-loop iterations between two clock reads / balance attempts while
+// spinning: the clock costs tens of nanoseconds, a pause a few.
+constexpr unsigned spin_poll_iterations = 64;
+
+// Iterations of pause while waiting for a fiber to finish switching away on
+// another worker, before yielding the OS thread (its worker may have been
+// preempted by the kernel in the middle of the switch).
+constexpr unsigned on_cpu_spins_before_yield = 1024;
+
+std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+worker* worker_of_this_thread() noexcept { return current_worker(); }
+
+worker::worker(runtime_impl& rt, int index, const worker_place& place)
+    : rt_(rt), index_(index), place_(place), rng_(0x5eed0000ULL + static_cast<std::uint64_t>(index)) {
+  fiber_cache_.reserve(fiber_cache_max);
+  timers_.reserve(64);
+}
+
+void worker::start() { thread_ = std::thread([this] { main(); }); }
+
+void worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+std::uint64_t worker::next_random() noexcept { return splitmix64(rng_); }
+
+bool worker::slice_expired() const noexcept {
+  return cycles() - slice_start_ >= rt_.slice_cycles();
+}
+
+fiber* worker::take_fiber() {
+  if (!fiber_cache_.empty()) {
+    fiber* f = fiber_cache_.back();
+    fiber_cache_.pop_back();
+    return f;
+  }
+  return rt_.pool().take();
+}
+
+void worker::give_fiber(fiber* f) {
+  if (fiber_cache_.size() == fiber_cache_max) {
+    // Hand half back so a worker that only reaps (its fibers were spawned
+    // elsewhere) does not hoard them.
+    const std::size_t half = fiber_cache_max / 2;
+    rt_.pool().give(fiber_cache_.data() + half, fiber_cache_.size() - half);
+    fiber_cache_.resize(half);
+  }
+  fiber_cache_.push_back(f);
+}
+
+worker_stats worker::stats() const noexcept {
+  worker_stats s;
+  s.fibers_run = fibers_run_.load(std::memory_order_relaxed);
+  s.parks = parks_.load(std::memory_order_relaxed);
+  const balance_counters& c = rt_.eng().counters(index_);
+  s.newidle_attempts = c.newidle_attempts;
+  s.newidle_pulls = c.newidle_pulls;
+  s.fibers_pulled = c.fibers_pulled;
+  return s;
+}
+
+// ---- switching -------------------------------------------------------------
+
+void worker::switch_to(fiber* next, bool prev_exits) {
+  fiber* prev = current_;
+  if (next != &idle_) {
+    // Another worker may still be saving this fiber's registers (it was made
+    // runnable while switching away there). Wait for that to finish; the
+    // acquire pairs with finish_switch()'s release.
+    unsigned spins = 0;
+    while (next->on_cpu.load(std::memory_order_acquire)) {
+      if (++spins < on_cpu_spins_before_yield) {
+        cpu_relax();
+      } else {
+        sched_yield();
+        spins = 0;
+      }
+    }
+    fibers_run_.store(fibers_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  next->on_cpu.store(true, std::memory_order_relaxed);
+  current_ = next;
+  pending_prev_ = prev;
+  pending_exit_ = prev_exits;
+  slice_start_ = cycles();
+  bctx::transfer_t t = jump(prev->ctx, next->ctx, this, prev_exits);
+  // Resumed, possibly on another worker: that worker passed itself as data.
+  static_cast<worker*>(t.data)->finish_switch(t.fctx);
+}
+
+// finish_switch() runs first thing in the context that was just switched
+// into, on behalf of the context that was left.
+void worker::finish_switch(bctx::fcontext_t from) noexcept {
+  fiber* prev = pending_prev_;
+  prev->ctx.fctx = from;
+  if (pending_exit_) {
+    prev->on_cpu.store(false, std::memory_order_relaxed);
+    rt_.drop_ref(prev);
+  } else {
+    prev->on_cpu.store(false, std::memory_order_release);
+  }
+}
+
+void worker::fiber_entry(bctx::transfer_t t) {
+  entered();
+  auto* w = static_cast<worker*>(t.data);
+  w->finish_switch(t.fctx);
+  fiber* self = w->current_;
+  self->task->invoke(self->task);
+  self->rt->fiber_done(self);
+  current_worker()->exit_current();
+}
+
+void worker::yield_current() {
+  fiber* self = current_;
+  if (!timers_.empty()) run_timers(now_ns());
+  sched_entity* next = rt_.eng().yield_swap(index_, self, 0);
+  if (!next) {
+    slice_start_ = cycles();
+    return;
+  }
+  switch_to(static_cast<fiber*>(next), false);
+}
+
+void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
+  if (deadline_ns >= 0) {
+    timers_.push_back({deadline_ns, self, token});
+    std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
+  }
+  if (!timers_.empty()) run_timers(now_ns());
+  fiber* next = static_cast<fiber*>(rt_.eng().pick_next(index_, 0));
+  // A waker may already have queued this very fiber here: keep running.
+  if (next == self) return;
+  switch_to(next ? next : &idle_, false);
+}
+
+void worker::exit_current() {
+  fiber* next = static_cast<fiber*>(rt_.eng().pick_next(index_, 0));
+  switch_to(next ? next : &idle_, true);
+  __builtin_unreachable();
+}
+
+// ---- timers ----------------------------------------------------------------
+
+void worker::run_timers(std::int64_t now) {
+  while (!timers_.empty() && timers_.front().deadline <= now) {
+    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>{});
+    const timer_entry e = timers_.back();
+    timers_.pop_back();
+    // A stale entry (the wait was notified first) fails the claim.
+    if (claim(*e.f, e.token)) rt_.schedule(e.f, placement_kind::wake);
+  }
+}
+
+// ---- idle ------------------------------------------------------------------
+
+fiber* worker::find_work(std::int64_t now) {
+  if (!timers_.empty()) run_timers(now);
+  if (auto* f = rt_.eng().pick_next(index_, now)) return static_cast<fiber*>(f);
+  if (rt_.eng().policy().pulls_when_idle() &&
+      rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
+    return static_cast<fiber*>(rt_.eng().pick_next(index_, now));
+  }
+  return nullptr;
+}
+
+bool worker::has_other_work() const noexcept {
+  engine& e = rt_.eng();
+  for (std::size_t i = 0; i < e.nr_cpus(); ++i) {
+    const runqueue& q = e.rq(static_cast<int>(i));
+    if (q.nr_queued.load(std::memory_order_relaxed) > q.nr_pinned.load(std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+void worker::idle_wait() {
+  runqueue& q = rt_.eng().rq(index_);
+  const bool pulls = rt_.eng().policy().pulls_when_idle();
+
+  // Spin: a fiber is often made runnable again within microseconds (a reply,
+  // a released lock), and waking from a futex costs far more than that.
+  rt_.nr_spinning.fetch_add(1, std::memory_order_seq_cst);
+  const std::int64_t spin_until = now_ns() + rt_.spin_ns();
+  bool found = false;
+  for (unsigned i = 1;; ++i) {
+    if (q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping()) {
+      found = true;
+      break;
+    }
+    if (i % spin_poll_iterations == 0) {
+      const std::int64_t now = now_ns();
+      if (!timers_.empty() && timers_.front().deadline <= now) {
+        found = true;
+        break;
+      }
+      if (pulls && rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
+        found = true;
+        break;
+      }
+      if (now >= spin_until) break;
+    }
+    cpu_relax();
+  }
+  rt_.nr_spinning.fetch_sub(1, std::memory_order_seq_cst);
+  if (found) return;
+
+  // Park. Announce it, then look once more: a pusher that queued work before
+  // seeing the announcement is seen here; one that queues after sees the
+  // announcement and wakes us.
+  park_word_.store(1, std::memory_order_relaxed);
+  rt_.nr_parked.fetch_add(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool work = q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping() ||
+                    (pulls && has_other_work());
+  if (!work) {
+    std::int64_t timeout = -1;
+    if (!timers_.empty()) timeout = std::max<std::int64_t>(0, timers_.front().deadline - now_ns());
+    if (timeout != 0) {
+      parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      futex_wait(park_word_, 1, timeout);
+    }
+  }
+  park_word_.store(0, std::memory_order_relaxed);
+  rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void worker::notify() noexcept {
+  if (park_word_.load(std::memory_order_relaxed) != 0 && park_word_.exchange(0) != 0) {
+    futex_wake(park_word_);
+  }
+}
+
+void worker::main() {
+  tls_worker = this;
+  alt_signal_stack alt;
+  if (rt_.config().pin && rt_.pinned()) {
+    if (!rt_.topo().bind_current_thread(place_, rt_.unit())) {
+      rt_.log().warn("worker {}: could not pin to PU {}; running unpinned", index_, place_.os_pu);
+    }
+  }
+  idle_.ctx.tsan_fiber = sanitizer_current_fiber();
+  {
+    // ASan needs the bounds of the thread's own stack to switch back to it.
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      std::size_t size = 0;
+      pthread_attr_getstack(&attr, &addr, &size);
+      idle_.ctx.stack_bottom = addr;
+      idle_.ctx.stack_size = size;
+      pthread_attr_destroy(&attr);
+    }
+  }
+  runqueue& q = rt_.eng().rq(index_);
+  for (;;) {
+    fiber* next = find_work(now_ns());
+    if (next) {
+      q.idle.store(false, std::memory_order_relaxed);
+      switch_to(next, false);
+      q.idle.store(true, std::memory_order_relaxed);
+      continue;
+    }
+    if (rt_.stopping()) break;
+    idle_wait();
+  }
+  // Return cached fibers to the pool for a tidy teardown.
+  rt_.pool().give(fiber_cache_.data(), fiber_cache_.size());
+  fiber_cache_.clear();
+  tls_worker = nullptr;
+}
+
+}  // namespace usched::detail

@@ -1,0 +1,287 @@
+// Conformance: every registered policy, with 1, 2, 4 and 8 workers, must run
+// every fiber exactly once and keep every primitive's contract.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <usched/usched.hpp>
+
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct config {
+  std::string policy;
+  unsigned workers;
+};
+
+std::vector<config> all_configs() {
+  std::vector<config> out;
+  for (const std::string& p : usched::policy_names()) {
+    for (unsigned w : {1u, 2u, 4u, 8u}) out.push_back({p, w});
+  }
+  return out;
+}
+
+std::string label(const config& c) {
+  return "policy=" + c.policy + " workers=" + std::to_string(c.workers);
+}
+
+}  // namespace
+
+TEST_CASE("conformance: 200000 spawned and joined fibers give the exact sum", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  constexpr std::uint64_t total = 200'000;
+  constexpr std::uint64_t batch = 1'000;
+  const std::uint64_t sum = rt.run([] {
+    std::uint64_t s = 0;
+    std::vector<usched::join_handle<std::uint64_t>> hs;
+    hs.reserve(batch);
+    for (std::uint64_t base = 0; base < total; base += batch) {
+      for (std::uint64_t i = base; i < base + batch; ++i) {
+        hs.push_back(usched::spawn([i] { return i; }));
+      }
+      for (auto& h : hs) s += h.join();
+      hs.clear();
+    }
+    return s;
+  });
+  CHECK(sum == total * (total - 1) / 2);
+}
+
+TEST_CASE("conformance: spawning from a plain thread and from fibers", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  std::vector<usched::join_handle<int>> hs;
+  for (int i = 0; i < 1000; ++i) {
+    hs.push_back(rt.spawn([i] {
+      auto inner = usched::spawn([i] { return 2 * i; });
+      return inner.join() + 1;
+    }));
+  }
+  long sum = 0;
+  for (auto& h : hs) sum += h.join();
+  CHECK(sum == 999L * 1000 + 1000);
+}
+
+TEST_CASE("conformance: ping-pong between fibers on different workers", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  const int last = static_cast<int>(c.workers) - 1;
+  usched::channel<int> ping(0), pong(0);
+  constexpr int rounds = 5'000;
+  auto a = rt.spawn(usched::spawn_options{0}, [&] {
+    int bad = 0;
+    for (int i = 0; i < rounds; ++i) {
+      ping.send(i);
+      bad += pong.recv().value() != i + 1;
+      bad += usched::this_fiber::worker_index() != 0;
+    }
+    ping.close();
+    return bad;
+  });
+  auto b = rt.spawn(usched::spawn_options{last}, [&] {
+    int n = 0;
+    while (auto v = ping.recv()) {
+      pong.send(*v + 1);
+      n += usched::this_fiber::worker_index() == last;
+    }
+    return n;
+  });
+  CHECK(a.join() == 0);
+  CHECK(b.join() == rounds);
+}
+
+TEST_CASE("conformance: 1000 fibers x 1000 increments under usched::mutex", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  usched::mutex m;
+  long counter = 0;
+  rt.run([&] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int f = 0; f < 1000; ++f) {
+      hs.push_back(usched::spawn([&] {
+        for (int i = 0; i < 1000; ++i) {
+          std::lock_guard<usched::mutex> g(m);
+          ++counter;
+          if (i % 100 == 0) usched::this_fiber::yield();
+        }
+      }));
+    }
+    for (auto& h : hs) h.join();
+  });
+  CHECK(counter == 1'000'000);
+}
+
+TEST_CASE("conformance: condition-variable producer/consumer", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  usched::mutex m;
+  usched::condition_variable not_empty, not_full;
+  std::deque<int> q;
+  constexpr std::size_t bound = 8;
+  constexpr int producers = 4, consumers = 3, per_producer = 5'000;
+  int producers_left = producers;
+  std::vector<int> seen(producers * per_producer, 0);
+  rt.run([&] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int p = 0; p < producers; ++p) {
+      hs.push_back(usched::spawn([&, p] {
+        for (int i = 0; i < per_producer; ++i) {
+          std::unique_lock<usched::mutex> lk(m);
+          not_full.wait(lk, [&] { return q.size() < bound; });
+          q.push_back(p * per_producer + i);
+          not_empty.notify_one();
+        }
+        std::lock_guard<usched::mutex> lk(m);
+        if (--producers_left == 0) not_empty.notify_all();
+      }));
+    }
+    for (int k = 0; k < consumers; ++k) {
+      hs.push_back(usched::spawn([&] {
+        for (;;) {
+          std::unique_lock<usched::mutex> lk(m);
+          not_empty.wait(lk, [&] { return !q.empty() || producers_left == 0; });
+          if (q.empty()) return;
+          ++seen[static_cast<std::size_t>(q.front())];
+          q.pop_front();
+          not_full.notify_one();
+        }
+      }));
+    }
+    for (auto& h : hs) h.join();
+  });
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+}
+
+TEST_CASE("conformance: MPMC channel delivers every item exactly once", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  const std::size_t capacity = GENERATE(0u, 1u, 64u);
+  INFO(label(c) << " capacity=" << capacity);
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  usched::channel<int> ch(capacity);
+  constexpr int producers = 4, consumers = 4, per_producer = 5'000;
+  std::vector<std::atomic<int>> seen(producers * per_producer);
+  rt.run([&] {
+    usched::wait_group sent;
+    std::vector<usched::join_handle<void>> hs;
+    for (int p = 0; p < producers; ++p) {
+      sent.add();
+      hs.push_back(usched::spawn([&, p] {
+        for (int i = 0; i < per_producer; ++i) ch.send(p * per_producer + i);
+        sent.done();
+      }));
+    }
+    for (int k = 0; k < consumers; ++k) {
+      hs.push_back(usched::spawn([&] {
+        while (auto v = ch.recv()) seen[static_cast<std::size_t>(*v)].fetch_add(1);
+      }));
+    }
+    sent.wait();
+    ch.close();
+    for (auto& h : hs) h.join();
+  });
+  CHECK(std::all_of(seen.begin(), seen.end(), [](const std::atomic<int>& n) { return n.load() == 1; }));
+  CHECK_FALSE(ch.send(1));
+  CHECK_FALSE(ch.recv().has_value());
+}
+
+TEST_CASE("conformance: sleep_for wakes fibers in deadline order", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  usched::mutex m;
+  std::vector<int> order;
+  rt.run([&] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int k : {4, 1, 3, 0, 2}) {
+      hs.push_back(usched::spawn([&, k] {
+        usched::this_fiber::sleep_for(std::chrono::milliseconds(10 + 25 * k));
+        std::lock_guard<usched::mutex> g(m);
+        order.push_back(k);
+      }));
+    }
+    for (auto& h : hs) h.join();
+  });
+  CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("conformance: an exception propagates through join", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  auto h = rt.spawn([]() -> int { throw std::runtime_error("boom"); });
+  CHECK_THROWS_WITH(h.join(), "boom");
+  CHECK_THROWS_WITH(rt.run([] {
+                      auto inner = usched::spawn([] { throw std::out_of_range("inner"); });
+                      inner.join();
+                    }),
+                    "inner");
+}
+
+TEST_CASE("conformance: pinned fibers only ever run on their worker", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  std::atomic<int> wrong{0};
+  std::atomic<int> runs{0};
+  usched::mutex m;
+  rt.run([&] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int f = 0; f < 64; ++f) {
+      const int w = f % static_cast<int>(c.workers);
+      hs.push_back(usched::spawn(usched::spawn_options{w}, [&, w] {
+        for (int i = 0; i < 200; ++i) {
+          if (usched::this_fiber::worker_index() != w) wrong.fetch_add(1);
+          runs.fetch_add(1);
+          switch (i % 3) {
+            case 0: usched::this_fiber::yield(); break;
+            case 1: { std::lock_guard<usched::mutex> g(m); } break;
+            default: usched::this_fiber::sleep_for(std::chrono::microseconds(50)); break;
+          }
+        }
+      }));
+    }
+    // Unpinned load, so balancing policies have something to move around.
+    for (int f = 0; f < 64; ++f) {
+      hs.push_back(usched::spawn([] {
+        for (int i = 0; i < 100; ++i) usched::this_fiber::yield();
+      }));
+    }
+    for (auto& h : hs) h.join();
+  });
+  CHECK(wrong.load() == 0);
+  CHECK(runs.load() == 64 * 200);
+}
+
+TEST_CASE("conformance: the destructor waits for detached fibers", "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  std::atomic<int> finished{0};
+  {
+    usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    for (int i = 0; i < 100; ++i) {
+      rt.spawn([&] {
+        usched::this_fiber::sleep_for(5ms);
+        auto child = usched::spawn([&] { finished.fetch_add(1); });
+        child.detach();
+        finished.fetch_add(1);
+      }).detach();
+    }
+  }
+  CHECK(finished.load() == 200);
+}

@@ -1,0 +1,124 @@
+// Policy decisions from hand-built snapshots: no threads, no clock.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include <usched/error.hpp>
+
+#include "domains.hpp"
+#include "policy.hpp"
+#include "topology.hpp"
+
+namespace {
+
+usched::domain_tree tree_of(const char* synthetic, unsigned workers) {
+  const auto topo = usched::detail::topology::load(synthetic);
+  return usched::build_domains(topo.place_workers(workers, usched::detail::worker_unit::pu));
+}
+
+std::vector<usched::cpu_snapshot> cpus(std::initializer_list<unsigned> queued) {
+  std::vector<usched::cpu_snapshot> out;
+  for (unsigned q : queued) {
+    usched::cpu_snapshot s;
+    s.nr_queued = q;
+    s.idle = q == 0;
+    s.nr_running = q + (q ? 1 : 0);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("registry lists every policy in order and rejects unknown names", "[policy]") {
+  const auto reg = usched::registered_policies();
+  REQUIRE(reg.size() == 2);
+  CHECK(reg[0].name == "none");
+  CHECK(reg[1].name == "steal");
+  for (const auto& p : reg) {
+    CHECK(usched::make_policy(p.name)->name() == p.name);
+    CHECK_FALSE(p.summary.empty());
+  }
+  CHECK_THROWS_AS(usched::make_policy("cfs-v2.6"), usched::config_error);
+  CHECK_THROWS_WITH(usched::make_policy(""),
+                    "USCHED_POLICY='' is not a registered policy; choose one of: none, steal");
+}
+
+TEST_CASE("none places locally and returns woken fibers to their worker", "[policy][none]") {
+  const auto tree = tree_of("pack:1 core:4 pu:1", 4);
+  const auto snap = cpus({3, 0, 0, 0});
+  const auto pol = usched::make_policy("none");
+  usched::placement_request req;
+  req.cpus = snap;
+  req.domains = &tree;
+  req.kind = usched::placement_kind::spawn;
+  req.origin = 0;
+  CHECK(pol->select_cpu(req) == 0);  // busy, but none does not look
+  req.kind = usched::placement_kind::wake;
+  req.origin = 1;
+  req.prev = 3;
+  CHECK(pol->select_cpu(req) == 3);  // back where it last ran, not the waker
+  req.kind = usched::placement_kind::spawn;
+  req.origin = -1;
+  req.prev = -1;
+  req.random = 6;
+  CHECK(pol->select_cpu(req) == 2);  // from outside: random % workers
+  CHECK_FALSE(pol->pulls_when_idle());
+  usched::balance_request b;
+  b.sd = &tree.per_cpu[1][0];
+  b.cpus = snap;
+  b.this_cpu = 1;
+  CHECK_FALSE(pol->find_busiest(b));
+}
+
+TEST_CASE("steal places on the waker and takes half of a victim's movable queue", "[policy][steal]") {
+  const auto tree = tree_of("pack:1 core:4 pu:1", 4);
+  const auto pol = usched::make_policy("steal");
+  CHECK(pol->pulls_when_idle());
+
+  auto snap = cpus({0, 0, 5, 0});
+  usched::placement_request req;
+  req.cpus = snap;
+  req.domains = &tree;
+  req.kind = usched::placement_kind::wake;
+  req.origin = 1;
+  req.prev = 3;
+  CHECK(pol->select_cpu(req) == 1);  // runs next to its waker
+  req.origin = -1;
+  CHECK(pol->select_cpu(req) == 3);  // woken from outside: its last worker
+
+  const usched::sched_domain& sd = tree.per_cpu[0].back();
+  REQUIRE(sd.span == std::vector<int>{0, 1, 2, 3});
+  usched::balance_request b;
+  b.this_cpu = 0;
+  b.sd = &sd;
+  b.cpus = snap;
+  b.idle = usched::cpu_idle_type::newly_idle;
+
+  // 5 queued, 1 of them pinned: 4 movable, take 2 (half).
+  snap[2].nr_pinned = 1;
+  for (std::uint64_t r = 0; r < 4; ++r) {
+    b.random = r;
+    const auto d = pol->find_busiest(b);
+    REQUIRE(d);
+    CHECK(d.busiest == 2);
+    CHECK(d.type == usched::migration_type::migrate_task);
+    CHECK(d.imbalance == 2);
+  }
+  // A single movable fiber can be taken: half rounded up.
+  snap[2].nr_queued = 2;
+  CHECK(pol->find_busiest(b).imbalance == 1);
+  // Only pinned fibers queued: nothing to take.
+  snap[2].nr_queued = 1;
+  CHECK_FALSE(pol->find_busiest(b));
+
+  // Two victims: the scan starts at random % span and wraps.
+  snap = cpus({0, 4, 0, 6});
+  b.cpus = snap;
+  b.random = 2;  // starts at cpu 2: finds 3 first
+  CHECK(pol->find_busiest(b).busiest == 3);
+  CHECK(pol->find_busiest(b).imbalance == 3);
+  b.random = 0;  // starts at 0 (self, skipped): finds 1 first
+  CHECK(pol->find_busiest(b).busiest == 1);
+  CHECK(pol->find_busiest(b).imbalance == 2);
+}

@@ -1,0 +1,249 @@
+// Runtime behaviour that is not per-policy: wake-ups of parked workers, the
+// API outside fibers, timeouts, balancing actually moving fibers.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <usched/usched.hpp>
+
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// Polls `done` for up to `limit`; true if it became true.
+template <class F>
+bool eventually(F done, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(100us);
+  }
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("run returns the fiber's value and spawn is refused outside fibers", "[runtime]") {
+  usched::runtime rt(usched::test::make_options("steal", 2));
+  CHECK(rt.run([] { return 6 * 7; }) == 42);
+  CHECK(rt.workers() == 2);
+  CHECK_THROWS_AS(usched::spawn([] {}), std::logic_error);
+  CHECK(usched::this_fiber::get_id() == usched::fiber_id{});
+  CHECK(usched::this_fiber::worker_index() == -1);
+  const auto id = rt.run([] { return usched::this_fiber::get_id(); });
+  CHECK(id != usched::fiber_id{});
+}
+
+TEST_CASE("a pin outside the workers is rejected before anything runs", "[runtime]") {
+  usched::runtime rt(usched::test::make_options("none", 2));
+  CHECK_THROWS_WITH(rt.spawn(usched::spawn_options{2}, [] {}),
+                    Catch::Contains("spawn_options::pin=2 is out of range"));
+  CHECK(rt.run([] { return 1; }) == 1);
+}
+
+// The classic missed wake-up: a worker decides to park just as work is pushed
+// to it. With no spinning, every hand-off below races a park; a lost wake-up
+// leaves a fiber queued on a sleeping worker and the loop never finishes.
+TEST_CASE("a push to a parked worker always wakes it", "[runtime][wakeup]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  INFO("policy=" << policy);
+  auto opts = usched::test::make_options(policy, 2);
+  opts.spin = 0us;
+  usched::runtime rt(opts);
+  constexpr int rounds = 2'000;
+  usched::channel<int> to_one(0);
+  std::atomic<int> received{0};
+  auto consumer = rt.spawn(usched::spawn_options{1}, [&] {
+    while (auto v = to_one.recv()) received.fetch_add(1);
+  });
+  auto producer = rt.spawn(usched::spawn_options{0}, [&] {
+    for (int i = 0; i < rounds; ++i) {
+      to_one.send(i);
+      // Vary the gap so the send lands in every phase of the consumer
+      // worker's way to its futex.
+      if (i % 7 == 0) usched::this_fiber::sleep_for(std::chrono::microseconds(i % 50));
+    }
+    to_one.close();
+  });
+  REQUIRE(eventually([&] { return received.load() == rounds; }));
+  producer.join();
+  consumer.join();
+
+  // And the plain case: worker 1 certainly parked (it has been idle for
+  // 20 ms), then a fiber is pinned to it from outside the runtime.
+  std::this_thread::sleep_for(20ms);
+  const auto parks_before = rt.stats()[1].parks;
+  CHECK(parks_before > 0);
+  auto late = rt.spawn(usched::spawn_options{1}, [] { return usched::this_fiber::worker_index(); });
+  REQUIRE(eventually([&] { return late.done(); }));
+  CHECK(late.join() == 1);
+}
+
+TEST_CASE("an idle runtime parks its workers", "[runtime][wakeup]") {
+  usched::runtime rt(usched::test::make_options("steal", 4));
+  rt.run([] {});
+  std::this_thread::sleep_for(20ms);
+  const auto a = rt.stats();
+  std::this_thread::sleep_for(50ms);
+  const auto b = rt.stats();
+  // Parked workers neither run fibers nor cycle through park/unpark.
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(b[i].parks == a[i].parks);
+    CHECK(b[i].fibers_run == a[i].fibers_run);
+  }
+}
+
+TEST_CASE("steal moves queued fibers to idle workers", "[runtime][steal]") {
+  usched::runtime rt(usched::test::make_options("steal", 4));
+  // One fiber spawns CPU-bound children on its own worker (steal places
+  // locally); the other workers must take some of them.
+  const auto workers_used = rt.run([] {
+    std::vector<usched::join_handle<int>> hs;
+    for (int i = 0; i < 64; ++i) {
+      hs.push_back(usched::spawn([] {
+        const auto until = std::chrono::steady_clock::now() + 2ms;
+        while (std::chrono::steady_clock::now() < until) usched::this_fiber::preempt_point();
+        return usched::this_fiber::worker_index();
+      }));
+    }
+    std::vector<int> used(4, 0);
+    for (auto& h : hs) used[static_cast<std::size_t>(h.join())] = 1;
+    return std::count(used.begin(), used.end(), 1);
+  });
+  CHECK(workers_used >= 2);
+  std::uint64_t pulled = 0;
+  for (const auto& s : rt.stats()) pulled += s.fibers_pulled;
+  CHECK(pulled > 0);
+}
+
+TEST_CASE("none never moves a fiber", "[runtime][none]") {
+  usched::runtime rt(usched::test::make_options("none", 4));
+  const int moved = rt.run([] {
+    const int home = usched::this_fiber::worker_index();
+    std::vector<usched::join_handle<int>> hs;
+    for (int i = 0; i < 64; ++i) {
+      hs.push_back(usched::spawn([home] {
+        int away = 0;
+        for (int k = 0; k < 20; ++k) {
+          usched::this_fiber::sleep_for(100us);
+          away += usched::this_fiber::worker_index() != home;
+        }
+        return away;
+      }));
+    }
+    int total = 0;
+    for (auto& h : hs) total += h.join();
+    return total;
+  });
+  CHECK(moved == 0);
+  std::uint64_t pulled = 0;
+  for (const auto& s : rt.stats()) pulled += s.fibers_pulled;
+  CHECK(pulled == 0);
+}
+
+TEST_CASE("preempt_point yields once the slice is used up", "[runtime]") {
+  auto opts = usched::test::make_options("none", 1);
+  opts.slice = 1000us;
+  usched::runtime rt(opts);
+  // Two CPU-bound fibers on one worker: each preempt_point past the slice
+  // lets the other run, so both make progress while the other is unfinished.
+  std::atomic<int> turn_changes{0};
+  std::atomic<int> last{-1};
+  rt.run([&] {
+    auto body = [&](int me) {
+      const auto until = std::chrono::steady_clock::now() + 30ms;
+      while (std::chrono::steady_clock::now() < until) {
+        if (last.exchange(me) != me) turn_changes.fetch_add(1);
+        usched::this_fiber::preempt_point();
+      }
+    };
+    auto a = usched::spawn(body, 0);
+    auto b = usched::spawn(body, 1);
+    a.join();
+    b.join();
+  });
+  CHECK(turn_changes.load() >= 4);
+}
+
+TEST_CASE("condition_variable wait_for times out and notify wins over a late timeout", "[runtime][cv]") {
+  usched::runtime rt(usched::test::make_options("steal", 2));
+  usched::mutex m;
+  usched::condition_variable cv;
+  bool flag = false;
+  const auto timed_out = rt.run([&] {
+    std::unique_lock<usched::mutex> lk(m);
+    return cv.wait_for(lk, 5ms) == std::cv_status::timeout;
+  });
+  CHECK(timed_out);
+  const bool got = rt.run([&] {
+    auto waiter = usched::spawn([&] {
+      std::unique_lock<usched::mutex> lk(m);
+      return cv.wait_for(lk, 10s, [&] { return flag; });
+    });
+    usched::this_fiber::sleep_for(2ms);
+    {
+      std::lock_guard<usched::mutex> g(m);
+      flag = true;
+    }
+    cv.notify_all();
+    return waiter.join();
+  });
+  CHECK(got);
+}
+
+TEST_CASE("primitives block plain threads too", "[runtime][threads]") {
+  usched::runtime rt(usched::test::make_options("steal", 2));
+  usched::channel<int> ch(0);
+  usched::wait_group wg(1);
+  auto h = rt.spawn([&] {
+    int s = 0;
+    while (auto v = ch.recv()) s += *v;
+    wg.done();
+    return s;
+  });
+  std::thread producer([&] {
+    for (int i = 1; i <= 100; ++i) ch.send(i);
+    ch.close();
+  });
+  wg.wait();  // a plain thread blocking on a wait_group
+  producer.join();
+  CHECK(h.join() == 5050);
+
+  usched::mutex m;
+  usched::condition_variable cv;
+  std::unique_lock<usched::mutex> lk(m);
+  CHECK(cv.wait_for(lk, 2ms) == std::cv_status::timeout);
+}
+
+TEST_CASE("channel try operations and close semantics", "[runtime][channel]") {
+  usched::channel<std::string> ch(2);
+  std::string a = "a", b = "b", c = "c";
+  CHECK(ch.try_send(a));
+  CHECK(ch.try_send(std::move(b)));
+  CHECK_FALSE(ch.try_send(c));
+  CHECK(c == "c");  // untouched on failure
+  CHECK(ch.size() == 2);
+  ch.close();
+  CHECK_FALSE(ch.try_send(std::string("d")));
+  CHECK(ch.try_recv() == std::optional<std::string>("a"));
+  CHECK(ch.recv() == std::optional<std::string>("b"));
+  CHECK_FALSE(ch.recv().has_value());
+  usched::channel<int> rendezvous(0);
+  CHECK_FALSE(rendezvous.try_send(1));  // nobody waiting to receive
+  CHECK_FALSE(rendezvous.try_recv().has_value());
+}
+
+TEST_CASE("wait_group rejects a negative count", "[runtime]") {
+  usched::wait_group wg;
+  wg.wait();  // zero: returns at once
+  wg.add(2);
+  CHECK(wg.count() == 2);
+  CHECK_THROWS_AS(wg.add(-3), std::logic_error);
+  wg.done();
+  wg.done();
+  CHECK(wg.count() == 0);
+}
