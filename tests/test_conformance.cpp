@@ -41,7 +41,7 @@ TEST_CASE("conformance: 200000 spawned and joined fibers give the exact sum", "[
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
-  constexpr std::uint64_t total = 200'000;
+  constexpr std::uint64_t total = 200'000 / usched::test::volume_divisor;
   constexpr std::uint64_t batch = 1'000;
   const std::uint64_t sum = rt.run([] {
     std::uint64_t s = 0;
@@ -81,7 +81,7 @@ TEST_CASE("conformance: ping-pong between fibers on different workers", "[confor
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   const int last = static_cast<int>(c.workers) - 1;
   usched::channel<int> ping(0), pong(0);
-  constexpr int rounds = 5'000;
+  constexpr int rounds = 5'000 / usched::test::volume_divisor;
   auto a = rt.spawn(usched::spawn_options{0}, [&] {
     int bad = 0;
     for (int i = 0; i < rounds; ++i) {

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <usched/usched.hpp>
 
 #include "test_support.hpp"
@@ -23,6 +25,14 @@ bool eventually(F done, std::chrono::milliseconds limit = 10s) {
     std::this_thread::sleep_for(100us);
   }
   return done();
+}
+
+// CPU time of the whole process (every thread).
+std::chrono::microseconds process_cpu_time() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return std::chrono::seconds(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         std::chrono::microseconds(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 }  // namespace
@@ -83,18 +93,22 @@ TEST_CASE("a push to a parked worker always wakes it", "[runtime][wakeup]") {
   CHECK(late.join() == 1);
 }
 
-TEST_CASE("an idle runtime parks its workers", "[runtime][wakeup]") {
+TEST_CASE("an idle runtime parks its workers and burns no CPU", "[runtime][wakeup]") {
   usched::runtime rt(usched::test::make_options("steal", 4));
   rt.run([] {});
   std::this_thread::sleep_for(20ms);
   const auto a = rt.stats();
-  std::this_thread::sleep_for(50ms);
+  const auto cpu_before = process_cpu_time();
+  std::this_thread::sleep_for(200ms);
+  const auto cpu_used = process_cpu_time() - cpu_before;
   const auto b = rt.stats();
-  // Parked workers neither run fibers nor cycle through park/unpark.
+  // Parked workers neither run fibers nor cycle through park/unpark...
   for (std::size_t i = 0; i < a.size(); ++i) {
     CHECK(b[i].parks == a[i].parks);
     CHECK(b[i].fibers_run == a[i].fibers_run);
   }
+  // ...so the whole process stays under 1% of one core.
+  CHECK(cpu_used < 2ms);
 }
 
 TEST_CASE("steal moves queued fibers to idle workers", "[runtime][steal]") {

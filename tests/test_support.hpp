@@ -13,6 +13,16 @@ namespace usched::test {
 // is smaller).
 inline constexpr const char* eight_pu_topology = "pack:2 l3:1 core:2 pu:2";
 
+// ThreadSanitizer makes every context switch and atomic access an order of
+// magnitude slower; the volume tests divide their counts by this under TSan so
+// that the instrumented suite checks the same interleavings in minutes, not
+// hours. Every other build runs the full counts.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr unsigned volume_divisor = 10;
+#else
+inline constexpr unsigned volume_divisor = 1;
+#endif
+
 inline options make_options(const std::string& policy, unsigned workers) {
   options o;
   o.policy = policy;

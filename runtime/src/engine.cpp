@@ -14,7 +14,10 @@ void runqueue::push_back(sched_entity* se) noexcept {
     head = se;
   }
   tail = se;
-  nr_queued.store(nr_queued.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // seq_cst: this store and the pusher's later read of the worker's park
+  // word pair with the parker's write of its park word and read of this
+  // count (worker.cpp, idle_wait), so one side always sees the other.
+  nr_queued.store(nr_queued.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
   if (se->pinned >= 0) {
     nr_pinned.store(nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
@@ -48,7 +51,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol)
     : domains_(std::move(domains)),
       policy_(std::move(pol)),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
-      counters_(domains_.nr_cpus()) {}
+      counters_(std::make_unique<balance_counters[]>(domains_.nr_cpus())) {}
 
 void engine::snapshot(std::vector<cpu_snapshot>& out) const {
   const std::size_t n = nr_cpus();
@@ -150,7 +153,7 @@ unsigned engine::newidle_balance(int this_cpu, std::int64_t now, std::uint64_t r
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(this_cpu)];
   if (chain.empty()) return 0;
   balance_counters& c = counters_[static_cast<std::size_t>(this_cpu)];
-  ++c.newidle_attempts;
+  c.newidle_attempts.add();
   snapshot(scratch);
   for (const sched_domain& sd : chain) {
     balance_request req;
@@ -165,8 +168,8 @@ unsigned engine::newidle_balance(int this_cpu, std::int64_t now, std::uint64_t r
     const unsigned n = detach_fibers(this_cpu, d, moved, max_migrate_per_pass);
     if (n == 0) continue;
     attach_fibers(this_cpu, moved, n, now);
-    ++c.newidle_pulls;
-    c.fibers_pulled += n;
+    c.newidle_pulls.add();
+    c.fibers_pulled.add(n);
     return n;
   }
   return 0;

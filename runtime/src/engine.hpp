@@ -38,9 +38,9 @@ struct alignas(64) runqueue {
   sched_entity* head = nullptr;
   sched_entity* tail = nullptr;
   // Fibers waiting in the queue (not the running one). Written under `lock`,
-  // read without it for snapshots and idle checks: relaxed is enough there,
-  // because a stale value only makes a balance decision less precise, and the
-  // park protocol re-reads it after a seq_cst fence (see worker.cpp).
+  // read without it for snapshots and idle checks: relaxed is enough for
+  // snapshots, because a stale value only makes a balance decision less
+  // precise; the park protocol reads it seq_cst (see worker.cpp).
   std::atomic<unsigned> nr_queued{0};
   // Of those, the ones pinned to this worker (never movable). Same rules.
   std::atomic<unsigned> nr_pinned{0};
@@ -53,11 +53,26 @@ struct alignas(64) runqueue {
   void remove(sched_entity* se) noexcept;
 };
 
+// A statistics counter with a single writer. Relaxed load+store instead of a
+// locked RMW: only its owner writes it, and readers (runtime::stats()) only
+// need some recent value, never a synchronized one.
+class stat_counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+  operator std::uint64_t() const noexcept { return get(); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
+
 // Balancing counters of one worker, written by that worker only.
 struct balance_counters {
-  std::uint64_t newidle_attempts = 0;  // newly-idle balance passes
-  std::uint64_t newidle_pulls = 0;     // passes that moved at least one fiber
-  std::uint64_t fibers_pulled = 0;     // fibers moved onto this worker
+  stat_counter newidle_attempts;  // newly-idle balance passes
+  stat_counter newidle_pulls;     // passes that moved at least one fiber
+  stat_counter fibers_pulled;     // fibers moved onto this worker
 };
 
 class engine {
@@ -121,7 +136,7 @@ class engine {
   domain_tree domains_;
   std::unique_ptr<usched::policy> policy_;
   std::unique_ptr<runqueue[]> rqs_;
-  std::vector<balance_counters> counters_;
+  std::unique_ptr<balance_counters[]> counters_;
 };
 
 }  // namespace usched::detail

@@ -119,7 +119,6 @@ runtime_impl::~runtime_impl() {
     live_cv_.wait(lk, [&] { return live_.load(std::memory_order_acquire) == 0; });
   }
   stopping_.store(true, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& w : workers_) w->notify();
   for (auto& w : workers_) w->join();
   log_->flush();
@@ -200,7 +199,6 @@ void runtime_impl::start(fiber* f, task_base* task, int pin) {
   f->joiner = nullptr;
   f->on_cpu.store(false, std::memory_order_relaxed);
   f->ctx.fctx = bctx::make_fcontext(f->stack_top, f->ctx.stack_size, &worker::fiber_entry);
-  f->ctx.tsan_fiber = sanitizer_create_fiber();
   live_.fetch_add(1, std::memory_order_relaxed);
   schedule(f, placement_kind::spawn);
 }
@@ -211,9 +209,9 @@ void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
   const int cpu = engine_.select_cpu(kind, *f, w ? w->index() : -1,
                                      w ? w->next_random() : external_random(),
                                      w ? w->scratch() : external_scratch);
+  // Publish (a seq_cst store of the queue count), then check the park word:
+  // paired with the parker's announce-then-check in worker::idle_wait().
   const unsigned queued = engine_.enqueue(cpu, f, 0);
-  // Publish-then-check, paired with the parker's announce-then-check.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   worker_at(cpu).notify();
   if (queued > 0 && engine_.policy().pulls_when_idle() &&
       !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
@@ -257,8 +255,6 @@ void runtime_impl::drop_ref(fiber* f) noexcept {
   if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   f->task->destroy(f->task);
   f->task = nullptr;
-  sanitizer_destroy_fiber(f->ctx.tsan_fiber);
-  f->ctx.tsan_fiber = nullptr;
   discard(f);
 }
 

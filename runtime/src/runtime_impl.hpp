@@ -8,9 +8,9 @@
 //   spin  - nothing found: poll the queue (and balance again) for options.spin
 //   park  - sleep on a futex until a push, a timer deadline or shutdown
 // A push onto a parked worker's queue always wakes it: the pusher publishes the
-// fiber, issues a seq_cst fence and reads the worker's park word; the parker
-// writes the park word, issues a seq_cst fence and re-reads its queue. One of
-// the two sees the other.
+// fiber (a seq_cst store of the queue count) and then reads the worker's park
+// word; the parker writes the park word and then re-reads the queue count, all
+// seq_cst. One of the two sees the other.
 #pragma once
 
 #include <atomic>
@@ -80,9 +80,9 @@ class worker {
 
   // ---- any thread ---------------------------------------------------------
   // notify() wakes the worker if it is parked. The caller has published work
-  // and issued a seq_cst fence.
+  // on its runqueue (runqueue::push_back's seq_cst store of the count).
   void notify() noexcept;
-  bool parked() const noexcept { return park_word_.load(std::memory_order_relaxed) != 0; }
+  bool parked() const noexcept { return park_word_.load(std::memory_order_seq_cst) != 0; }
 
   worker_stats stats() const noexcept;
 
@@ -118,8 +118,8 @@ class worker {
 
   // Counters written by this worker's thread only; relaxed atomics so that
   // runtime::stats() may read them from another thread at any time.
-  std::atomic<std::uint64_t> fibers_run_{0};
-  std::atomic<std::uint64_t> parks_{0};
+  stat_counter fibers_run_;
+  stat_counter parks_;
 };
 
 class runtime_impl {
@@ -137,7 +137,7 @@ class runtime_impl {
   std::vector<worker_stats> stats() const;
   std::uint64_t slice_cycles() const noexcept { return slice_cycles_; }
   std::int64_t spin_ns() const noexcept { return spin_ns_; }
-  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_seq_cst); }
   const topology& topo() const noexcept { return topo_; }
   worker_unit unit() const noexcept { return unit_; }
   // Whether workers pin themselves (the topology fits this host).

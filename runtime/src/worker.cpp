@@ -90,8 +90,8 @@ void worker::give_fiber(fiber* f) {
 
 worker_stats worker::stats() const noexcept {
   worker_stats s;
-  s.fibers_run = fibers_run_.load(std::memory_order_relaxed);
-  s.parks = parks_.load(std::memory_order_relaxed);
+  s.fibers_run = fibers_run_;
+  s.parks = parks_;
   const balance_counters& c = rt_.eng().counters(index_);
   s.newidle_attempts = c.newidle_attempts;
   s.newidle_pulls = c.newidle_pulls;
@@ -116,7 +116,7 @@ void worker::switch_to(fiber* next, bool prev_exits) {
         spins = 0;
       }
     }
-    fibers_run_.store(fibers_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    fibers_run_.add();
   }
   next->on_cpu.store(true, std::memory_order_relaxed);
   current_ = next;
@@ -208,7 +208,7 @@ bool worker::has_other_work() const noexcept {
   engine& e = rt_.eng();
   for (std::size_t i = 0; i < e.nr_cpus(); ++i) {
     const runqueue& q = e.rq(static_cast<int>(i));
-    if (q.nr_queued.load(std::memory_order_relaxed) > q.nr_pinned.load(std::memory_order_relaxed))
+    if (q.nr_queued.load(std::memory_order_seq_cst) > q.nr_pinned.load(std::memory_order_relaxed))
       return true;
   }
   return false;
@@ -247,17 +247,18 @@ void worker::idle_wait() {
 
   // Park. Announce it, then look once more: a pusher that queued work before
   // seeing the announcement is seen here; one that queues after sees the
-  // announcement and wakes us.
-  park_word_.store(1, std::memory_order_relaxed);
+  // announcement and wakes us. Every access on both sides of this hand-shake
+  // is seq_cst, so in their single total order one side reads the other's
+  // write (the pusher: runqueue::push_back, then notify()).
+  park_word_.store(1, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_add(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const bool work = q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping() ||
+  const bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping() ||
                     (pulls && has_other_work());
   if (!work) {
     std::int64_t timeout = -1;
     if (!timers_.empty()) timeout = std::max<std::int64_t>(0, timers_.front().deadline - now_ns());
     if (timeout != 0) {
-      parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      parks_.add();
       futex_wait(park_word_, 1, timeout);
     }
   }
@@ -266,7 +267,7 @@ void worker::idle_wait() {
 }
 
 void worker::notify() noexcept {
-  if (park_word_.load(std::memory_order_relaxed) != 0 && park_word_.exchange(0) != 0) {
+  if (park_word_.load(std::memory_order_seq_cst) != 0 && park_word_.exchange(0) != 0) {
     futex_wake(park_word_);
   }
 }

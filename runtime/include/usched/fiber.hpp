@@ -136,9 +136,12 @@ class join_handle {
     detail::fiber* f = std::exchange(fiber_, nullptr);
     auto* t = std::exchange(task_, nullptr);
     if (t->error) {
-      std::exception_ptr e = t->error;
+      // Move the exception out: the joiner alone owns it from here, so it is
+      // destroyed on the joining thread, not by whichever thread drops the
+      // fiber's last reference.
+      std::exception_ptr e = std::move(t->error);
       detail::release_fiber(f);
-      std::rethrow_exception(e);
+      std::rethrow_exception(std::move(e));
     }
     if constexpr (std::is_void_v<R>) {
       detail::release_fiber(f);
