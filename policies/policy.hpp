@@ -1,38 +1,70 @@
 // policy.hpp: the seam between the engine and a load-balancing policy.
 //
 // A policy is a set of pure decisions. It reads a snapshot the engine built
-// (per-worker statistics, the domain it is asked about, a random number) and
-// returns a decision: a worker for a waking or new fiber, or which worker to
-// pull from, how (migration type) and how much. A policy never takes a lock,
-// reads a clock, touches a thread or a fiber context; that is what lets unit
-// tests drive it with hand-built snapshots and the simulator run it unchanged
-// (DESIGN.md, seam 1). Executing a decision (detaching fibers from one
-// runqueue and attaching them to another) is the engine's job.
+// (per-worker statistics and load signals, the domain it is asked about, a
+// random number) and returns a decision: a worker for a waking or new fiber,
+// which worker to pull from, how (migration type) and how much, and whether a
+// given queued fiber may be taken. A policy never takes a lock, reads a clock,
+// touches a thread or a fiber context; that is what lets unit tests drive it
+// with hand-built snapshots (the numbers of the seed threads) and the
+// simulator run it unchanged (DESIGN.md, seam 1). Executing a decision
+// (detaching fibers from one runqueue and attaching them to another) is the
+// engine's job.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "domains.hpp"
 
 namespace usched {
 
-// What the engine knows about one worker when it asks a policy. Values are
-// read without locks, so they are a consistent-enough picture, not an exact
-// one (the kernel's balancer reads remote runqueues the same way).
+// What the engine knows about one worker when it asks a policy (the kernel's
+// per-rq inputs to update_sg_lb_stats). Values are read without locks, so
+// they are a consistent-enough picture, not an exact one; the kernel's
+// balancer reads remote runqueues the same way. Load signals are PELT
+// averages, 1024-scaled (runtime/src/pelt.hpp).
 struct cpu_snapshot {
-  unsigned nr_running = 0;  // queued + the one running (the kernel's rq->nr_running)
+  unsigned nr_running = 0;  // queued + the one running (rq->nr_running)
   unsigned nr_queued = 0;   // waiting in the runqueue, not running
   unsigned nr_pinned = 0;   // of the queued, those pinned to this worker (never movable)
   bool idle = true;         // running nothing (in its idle loop, spinning or parked)
-  unsigned long capacity = capacity_scale;
+  unsigned long capacity = capacity_scale;  // capacity_of()
+  // Weighted load of the fibers queued or running here plus, decaying, of the
+  // fibers that blocked here: the kernel's cfs_rq->avg.load_avg (cpu_load()).
+  unsigned long load_avg = 0;
+  // Weighted load of the queued and running fibers only: the pre-5.7
+  // kernel's runnable_load_avg. load_avg - runnable_load is the blocked part.
+  unsigned long runnable_load = 0;
+  // Running time, including the decaying share of blocked fibers, capped at
+  // capacity: cpu_util().
+  unsigned long util_avg = 0;
+  // 1024 x the average number of runnable fibers: cpu_runnable().
+  unsigned long runnable_avg = 0;
+  // Load of a fiber too big for this worker's capacity (0 on symmetric machines).
+  unsigned long misfit_task_load = 0;
+  int numa_node = 0;
+  // The running fiber, for NUMA swap candidates: its preferred node (-1 =
+  // none or nothing running) and its load_avg.
+  int curr_preferred_node = -1;
+  unsigned long curr_load = 0;
+};
+
+// What a policy may know about one fiber: its PELT signals and its wishes.
+struct fiber_view {
+  unsigned long load_avg = 0;  // weight x fraction of time runnable
+  unsigned long util_avg = 0;  // fraction of time running, 1024-scaled (util_est where it applies)
+  unsigned weight = 1024;
+  int preferred_node = -1;     // spawn_options::numa_node, -1 = none
+  bool cache_hot = false;      // ran on its worker less than the migration cost ago
 };
 
 // Why a worker is placing a fiber.
 enum class placement_kind : std::uint8_t {
-  spawn,  // a new fiber (the kernel's fork/exec balance, find_idlest_group)
+  spawn,  // a new fiber (the kernel's fork balance, find_idlest_group)
   wake,   // a blocked fiber became runnable (select_idle_sibling)
 };
 
@@ -40,6 +72,7 @@ struct placement_request {
   placement_kind kind = placement_kind::wake;
   int origin = -1;  // worker doing the spawn or wake-up; -1 for a thread outside the runtime
   int prev = -1;    // worker the fiber last ran on; -1 for a new fiber
+  fiber_view fiber;
   std::span<const cpu_snapshot> cpus;
   const domain_tree* domains = nullptr;
   std::uint64_t random = 0;  // fresh random bits for randomized choices
@@ -60,25 +93,62 @@ enum class migration_type : std::uint8_t {
   migrate_misfit,  // one fiber too big for its worker's capacity
 };
 
+// The kernel's enum group_type, ordered so that `>` means "busier, needs help
+// more": a group of a higher type is always preferred as the busiest.
+enum class group_type : std::uint8_t {
+  has_spare,     // fewer fibers than workers, or util/runnable below capacity
+  fully_busy,    // no spare capacity, but not overloaded
+  misfit_task,   // runs a fiber too big for its capacity
+  asym_packing,  // (reserved: asymmetric packing, not modelled)
+  imbalanced,    // a child level could not balance because of pinning
+  overloaded,    // more fibers than workers and util or runnable above capacity
+};
+
 const char* to_string(migration_type type) noexcept;
+const char* to_string(group_type type) noexcept;
+const char* to_string(cpu_idle_type type) noexcept;
 
 struct balance_request {
   int this_cpu = 0;  // the worker that balances (the destination of any pull)
   cpu_idle_type idle = cpu_idle_type::newly_idle;
   const sched_domain* sd = nullptr;  // the level being balanced, from this_cpu's chain
+  // The level below sd exists and spreads to siblings (the kernel's
+  // SD_PREFER_SIBLING on the child: true above SMT, false at the lowest
+  // level and above NUMA levels).
+  bool prefer_sibling = false;
   std::span<const cpu_snapshot> cpus;
   unsigned nr_balance_failed = 0;  // consecutive failed attempts at this level
   std::uint64_t random = 0;
 };
 
 // What to pull: `imbalance` units of `type` from worker `busiest`, onto
-// this_cpu. A decision with busiest < 0 means "balanced, do nothing".
+// this_cpu. A decision with busiest < 0 means "balanced, do nothing". The
+// group types are reported for statistics.
 struct balance_decision {
   int busiest = -1;
   migration_type type = migration_type::migrate_task;
   long imbalance = 0;
+  group_type busiest_type = group_type::has_spare;
+  group_type local_type = group_type::has_spare;
 
   explicit operator bool() const noexcept { return busiest >= 0 && imbalance > 0; }
+};
+
+// The state of one detach pass, for can_detach().
+struct detach_env {
+  migration_type type = migration_type::migrate_task;
+  long imbalance = 0;  // what is still to move, in `type` units
+  cpu_idle_type idle = cpu_idle_type::newly_idle;
+  unsigned nr_balance_failed = 0;
+  unsigned cache_nice_tries = 0;
+  unsigned long src_capacity = capacity_scale;
+};
+
+// can_detach()'s answer: skip this fiber, or take it and count `amount`
+// against the imbalance.
+struct detach_verdict {
+  bool take = false;
+  long amount = 0;
 };
 
 class policy {
@@ -97,10 +167,25 @@ class policy {
   // first.
   virtual balance_decision find_busiest(const balance_request& req) const = 0;
 
+  // can_detach() decides, during a pull, whether one queued fiber may go and
+  // how much of the imbalance it covers. The default interprets the
+  // migration type as the kernel's detach_tasks() does (v5.10): task counts
+  // one; util skips a fiber whose util exceeds what is left; load skips one
+  // whose load, halved for each failed attempt, exceeds it; misfit takes one.
+  virtual detach_verdict can_detach(const fiber_view& f, const detach_env& env) const;
+
   // True when the policy pulls work on an idle worker. The runtime then wakes a
   // parked worker when work queues up behind a busy one, so it can pull; for a
   // policy that never pulls, that wake-up would be wasted.
   virtual bool pulls_when_idle() const noexcept = 0;
+
+  // True when the policy also balances periodically from each worker's tick
+  // (the CFS family); false for pull-only-when-idle policies.
+  virtual bool balances_periodically() const noexcept { return false; }
+
+  // True when runqueues are ordered by vruntime with CFS slices and wake-up
+  // preemption; false for FIFO with the fixed slice.
+  virtual bool fair_queue() const noexcept { return false; }
 };
 
 // One entry of the registry.
@@ -118,7 +203,7 @@ std::span<const policy_info> registered_policies() noexcept;
 // naming the value and listing the registered names when there is none.
 std::unique_ptr<policy> make_policy(std::string_view name);
 
-// "none, steal": the registered names, comma separated.
+// "none, steal, ...": the registered names, comma separated.
 std::string policy_names_joined();
 
 }  // namespace usched

@@ -22,16 +22,6 @@ constexpr std::array policies{
 
 }  // namespace
 
-const char* to_string(migration_type type) noexcept {
-  switch (type) {
-    case migration_type::migrate_load: return "migrate_load";
-    case migration_type::migrate_util: return "migrate_util";
-    case migration_type::migrate_task: return "migrate_task";
-    case migration_type::migrate_misfit: return "migrate_misfit";
-  }
-  return "?";
-}
-
 std::span<const policy_info> registered_policies() noexcept { return policies; }
 
 std::string policy_names_joined() {

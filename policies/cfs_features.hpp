@@ -1,0 +1,76 @@
+// cfs_features.hpp: the switches that distinguish the members of the CFS
+// family, in the spirit of the kernel's SCHED_FEAT. Each named policy
+// (policies/cfs*.cpp) is one set of these; the shared machinery
+// (cfs_balance.cpp, cfs_placement.cpp) reads them and nothing else.
+#pragma once
+
+#include "domains.hpp"
+
+namespace usched {
+
+// Mel Gorman's and Srikar Dronamraju's versions of the idle-destination check
+// in task_numa_compare() (seeds/002).
+enum class numa_idle_rule : unsigned char {
+  mel,     // move to an idle worker whenever the move keeps the nodes balanced (maymove)
+  srikar,  // ... and only if that beats the best swap found so far (maymove && moveimp >= best_imp)
+};
+
+struct cfs_features {
+  // seeds/000, the fix that landed (v5.10): when the local group has spare
+  // capacity and the busiest is overloaded, domains whose groups share a
+  // cache (SD_SHARE_PKG_RESOURCES) balance by number of fibers; only wider
+  // domains count utilization (migrate_util). Off: v5.9, migrate_util at
+  // every level.
+  bool llc_migrate_task = true;
+
+  // seeds/000, candidate A (Vincent Guittot): use migrate_util only when the
+  // busiest group has more than one worker; single-worker groups spread by
+  // nr_running.
+  bool util_only_if_busiest_multi_cpu = false;
+
+  // seeds/000, candidate B: detach compares a fiber's util shifted right by
+  // the level's nr_balance_failed, so repeated failures let bigger fibers go.
+  bool util_shift_by_failures = false;
+
+  // seeds/000, candidate C (Rik van Riel): detach skips the util check when
+  // the destination is idle (env->idle != CPU_NOT_IDLE).
+  bool idle_skips_util_check = false;
+
+  // seeds/003: the busiest-group choice counts load including the decaying
+  // load of blocked fibers (load_avg). Off: runnable load only.
+  bool group_load_includes_blocked = false;
+
+  // seeds/004 (v5.10): among idlest-group candidates with equal idle workers,
+  // the one with the lowest utilization wins. Off: the first found stays.
+  bool idlest_util_tiebreak = true;
+
+  // v5.9's detach rule for migrate_load (load/2 > imbalance is skipped while
+  // nr_balance_failed <= cache_nice_tries) instead of v5.10's
+  // (load >> nr_balance_failed) > imbalance.
+  bool v59_load_detach = false;
+
+  // imbalance_pct of levels without a topology flag (PKG, NUMA, SYS): 117
+  // since v5.10, 125 in v5.9. SMT (110) and LLC (117) are the same in both.
+  unsigned wide_imbalance_pct = 117;
+
+  // Multiplier of the balance interval while the worker is busy: 16 since
+  // v5.10, 32 in v5.9.
+  unsigned busy_factor = 16;
+
+  // seeds/002: the idle-destination rule of NUMA placement.
+  numa_idle_rule numa_rule = numa_idle_rule::srikar;
+
+  // adjust_numa_imbalance(): tolerate an imbalance between NUMA nodes while
+  // the busier node runs at most this many fibers (v5.7+: 2). 0 disables.
+  unsigned numa_imbalance_min = 2;
+
+  // imbalance_pct() is the level's imbalance_pct under these features.
+  unsigned imbalance_pct(const sched_domain& sd) const noexcept {
+    if (sd.has_flag(SD_SHARE_CPUCAPACITY) || sd.has_flag(SD_SHARE_PKG_RESOURCES)) {
+      return sd.imbalance_pct;
+    }
+    return wide_imbalance_pct;
+  }
+};
+
+}  // namespace usched

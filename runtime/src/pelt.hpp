@@ -1,0 +1,106 @@
+// pelt.hpp: per-entity load tracking (PELT), the kernel's geometric averages
+// (kernel/sched/pelt.c), driven by the `now` the engine is given.
+//
+// Time is cut into periods of 1024 units of 1024 ns (about a millisecond).
+// Each signal is a sum of contributions, one per period, where the
+// contribution of a period p periods ago is multiplied by y^p with y^32 = 1/2:
+// what happened 32 ms ago counts half as much as what happens now. Three
+// signals are kept, all scaled to 1024:
+//   util_avg      fraction of time running (1024 = always running)
+//   runnable_avg  fraction of time runnable, queued or running, times the
+//                 number of runnable entities for a runqueue
+//   load_avg      weight x fraction of time runnable (a fiber of weight 1024
+//                 that is always runnable has load_avg 1024)
+// A runqueue's signals are the sums of its entities' (maintained
+// incrementally, as the kernel does for a cfs_rq): blocked fibers stop
+// accruing but their past contribution stays and decays. The runqueue also
+// keeps runnable_load, the load of queued and running fibers only (the
+// pre-5.7 kernel's runnable_load_avg), so a policy can choose whether blocked
+// load counts (seeds/003).
+#pragma once
+
+#include <cstdint>
+
+namespace usched::detail {
+
+// Time unit of PELT: ns >> 10.
+inline constexpr unsigned pelt_time_shift = 10;
+// Units per period.
+inline constexpr std::uint32_t pelt_period = 1024;
+// Periods for a contribution to halve (y^32 = 1/2).
+inline constexpr unsigned pelt_half_life = 32;
+// The largest value a sum reaches, 1024 x sum of y^n: the divider that makes
+// an always-on signal average 1024.
+inline constexpr std::uint32_t load_avg_max = 47742;
+// Weight of a fiber at the default priority (the kernel's NICE_0_LOAD).
+inline constexpr unsigned nice_0_weight = 1024;
+
+// pelt_decay() returns val * y^periods.
+std::uint64_t pelt_decay(std::uint64_t val, std::uint64_t periods) noexcept;
+
+// The sums and averages of one entity or runqueue.
+struct pelt_avg {
+  std::int64_t last_update = 0;  // ns, a multiple of 1024
+  std::uint64_t load_sum = 0;
+  std::uint64_t runnable_sum = 0;
+  std::uint64_t util_sum = 0;
+  std::uint32_t period_contrib = 0;  // units already accrued in the current period
+  unsigned long load_avg = 0;
+  unsigned long runnable_avg = 0;
+  unsigned long util_avg = 0;
+
+  // The divider for the current position in the period (get_pelt_divider).
+  std::uint32_t divider() const noexcept { return load_avg_max - pelt_period + period_contrib; }
+};
+
+// pelt_accumulate() advances `sa` to `now`, accruing the time since its last
+// update with `load` (a weight sum, or 1 for an entity on a runqueue),
+// `runnable` (entities runnable) and `running` (0 or 1). Returns true when a
+// period boundary was crossed: only then do the averages change, and the
+// caller recomputes them with pelt_average().
+bool pelt_accumulate(pelt_avg& sa, std::int64_t now, unsigned long load, unsigned long runnable,
+                     unsigned running) noexcept;
+
+// pelt_average() recomputes the averages from the sums; `weight` scales
+// load_avg (an entity's weight; 1 for a runqueue whose load is a weight sum).
+void pelt_average(pelt_avg& sa, unsigned long weight) noexcept;
+
+// pelt_update() is accumulate then average, for an entity.
+inline void pelt_update(pelt_avg& sa, std::int64_t now, unsigned long weight, bool on_rq,
+                        bool running) noexcept {
+  if (pelt_accumulate(sa, now, on_rq ? 1 : 0, on_rq ? 1 : 0, running ? 1 : 0)) {
+    pelt_average(sa, weight);
+  }
+}
+
+// The signals of a runqueue. `all` is the kernel's cfs_rq->avg: it includes
+// the decaying contribution of fibers that blocked here. runnable_load_* is
+// the same load signal restricted to queued and running fibers: added at
+// enqueue, removed at dequeue, decayed and accrued together with `all`.
+struct rq_pelt {
+  pelt_avg all;
+  std::uint64_t runnable_load_sum = 0;
+  unsigned long runnable_load_avg = 0;
+
+  // update() advances to `now` with the runqueue's current state: the summed
+  // weight of its queued and running fibers, how many they are, and whether
+  // one is running.
+  void update(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
+              bool running) noexcept;
+
+  // attach()/detach(): an entity's whole contribution arrives on (a new or
+  // migrated fiber) or leaves (a migrating fiber) this runqueue. The entity
+  // must have been updated to the runqueue's last_update.
+  void attach(pelt_avg& se, unsigned long weight) noexcept;
+  void detach(const pelt_avg& se) noexcept;
+  // Remove a contribution already decayed elsewhere (a blocked fiber that
+  // wakes up on another worker): values only, clamped at zero.
+  void remove(unsigned long load_avg, unsigned long util_avg, unsigned long runnable_avg) noexcept;
+
+  // enqueue_runnable()/dequeue_runnable(): the entity starts/stops counting in
+  // runnable_load.
+  void enqueue_runnable(const pelt_avg& se) noexcept;
+  void dequeue_runnable(const pelt_avg& se) noexcept;
+};
+
+}  // namespace usched::detail
