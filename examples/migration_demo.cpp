@@ -74,7 +74,7 @@ policy_result run_policy(const std::string& policy, usched::options base) {
     }
     r.migrated += workers_used > 1;
   }
-  for (const auto& s : rt.stats()) r.pulled += s.fibers_pulled;
+  for (const auto& s : rt.stats().workers) r.pulled += s.fibers_pulled;
   return r;
 }
 

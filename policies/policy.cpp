@@ -43,6 +43,8 @@ bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
 
 }  // namespace
 
+bool policy::odd_pick(const balance_request&, const balance_decision&) const { return false; }
+
 // The kernel's detach_tasks() switch on the migration type (v5.10).
 detach_verdict policy::can_detach(const fiber_view& f, const detach_env& env) const {
   switch (env.type) {

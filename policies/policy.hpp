@@ -184,8 +184,19 @@ class policy {
   virtual bool balances_periodically() const noexcept { return false; }
 
   // True when runqueues are ordered by vruntime with CFS slices and wake-up
-  // preemption; false for FIFO with the fixed slice.
+  // preemption, with PELT load tracking; false for FIFO with the fixed slice
+  // and no load tracking.
   virtual bool fair_queue() const noexcept { return false; }
+
+  // Multiplier of the periodic balance interval while the worker is busy
+  // (sd->busy_factor).
+  virtual unsigned busy_factor() const noexcept { return 16; }
+
+  // odd_pick() tells whether the decision `d` picked a busiest group with no
+  // stacked worker (nr_running >= 2) over another group that has one: the
+  // seed-003 thread's dbg_odd_cnt. Counted per level when counts_odd_picks().
+  virtual bool counts_odd_picks() const noexcept { return false; }
+  virtual bool odd_pick(const balance_request& req, const balance_decision& d) const;
 };
 
 // One entry of the registry.

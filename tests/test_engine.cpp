@@ -1,7 +1,9 @@
-// The engine without threads: runqueue order, two-phase migration and the
-// newly-idle balance walk, driven with hand-set queues.
+// The engine without threads: runqueue order, the running fiber's life
+// cycle, two-phase migration and the newly-idle balance walk, driven with
+// hand-set queues and an injected clock.
 #include <catch2/catch.hpp>
 
+#include <deque>
 #include <vector>
 
 #include "engine.hpp"
@@ -10,6 +12,8 @@
 namespace {
 
 using usched::detail::engine;
+using usched::detail::enqueue_kind;
+using usched::detail::prev_action;
 using usched::detail::sched_entity;
 
 engine make_engine(const char* synthetic, unsigned workers, const char* policy) {
@@ -18,45 +22,89 @@ engine make_engine(const char* synthetic, unsigned workers, const char* policy) 
                 usched::make_policy(policy));
 }
 
-std::vector<int> queue_of(engine& e, int cpu, const std::vector<sched_entity>& all) {
+std::vector<int> queue_of(engine& e, int cpu, const std::deque<sched_entity>& all) {
   std::vector<int> out;
   for (sched_entity* se = e.rq(cpu).head; se; se = se->rq_next) {
-    out.push_back(static_cast<int>(se - all.data()));
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (&all[i] == se) out.push_back(static_cast<int>(i));
+    }
   }
   return out;
 }
 
+// Runs the queue of `cpu` dry: each picked fiber exits.
+void drain(engine& e, int cpu) {
+  sched_entity* c = e.pick_next(cpu, nullptr, prev_action::requeue, 0);
+  while (c) c = e.pick_next(cpu, c, prev_action::exit, 0);
+}
+
 }  // namespace
 
-TEST_CASE("engine: runqueues are FIFO and yield rotates", "[engine]") {
+TEST_CASE("engine: FIFO runqueues run in order and a yield rotates", "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
-  std::vector<sched_entity> f(3);
-  for (auto& se : f) e.enqueue(0, &se, 0);
+  std::deque<sched_entity> f(3);
+  for (auto& se : f) e.enqueue(0, &se, enqueue_kind::spawn, 0);
   CHECK(e.rq(0).nr_queued.load() == 3);
+  CHECK(e.rq(0).idle.load());
   CHECK(queue_of(e, 0, f) == std::vector<int>{0, 1, 2});
-  sched_entity running;
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  CHECK(c == &f[0]);
+  CHECK_FALSE(e.rq(0).idle.load());
+  CHECK(e.rq(0).curr == &f[0]);
   // yield: the running one goes behind, the head comes out.
-  CHECK(e.yield_swap(0, &running, 0) == &f[0]);
-  CHECK(e.rq(0).tail == &running);
-  CHECK(e.pick_next(0, 0) == &f[1]);
-  CHECK(e.pick_next(0, 0) == &f[2]);
-  CHECK(e.pick_next(0, 0) == &running);
-  CHECK(e.pick_next(0, 0) == nullptr);
-  CHECK(e.yield_swap(0, &running, 0) == nullptr);  // nothing queued: keep running
-  CHECK(e.rq(0).nr_queued.load() == 0);
+  c = e.pick_next(0, c, prev_action::requeue, 0);
+  CHECK(c == &f[1]);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{2, 0});
+  // block: off the queue until woken.
+  c = e.pick_next(0, c, prev_action::block, 0);
+  CHECK(c == &f[2]);
+  CHECK_FALSE(f[1].on_rq.load());
+  CHECK(e.rq(0).nr_running == 2);
+  c = e.pick_next(0, c, prev_action::exit, 0);
+  CHECK(c == &f[0]);
+  // Alone: a yield keeps running it.
+  CHECK(e.pick_next(0, c, prev_action::requeue, 0) == &f[0]);
+  CHECK(e.pick_next(0, c, prev_action::exit, 0) == nullptr);
+  CHECK(e.rq(0).idle.load());
+  CHECK(e.rq(0).nr_running == 0);
+}
+
+TEST_CASE("engine: a wake-up that beats the block keeps the fiber runnable", "[engine]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "none");
+  sched_entity a, b;
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == &a);
+  // a published itself as waiting; a waker claims it before a reaches
+  // pick_next(block).
+  CHECK(e.wake_running(&a));
+  CHECK(a.wake_pending);
+  c = e.pick_next(0, &a, prev_action::block, 0);
+  CHECK(c == &a);  // the block became a requeue; nothing else to run
+  CHECK(a.on_rq.load());
+  CHECK_FALSE(a.wake_pending);
+  // Once it really blocked, a wake-up must enqueue it.
+  e.enqueue(0, &b, enqueue_kind::spawn, 0);
+  c = e.pick_next(0, &a, prev_action::block, 0);
+  CHECK(c == &b);
+  CHECK_FALSE(e.wake_running(&a));
 }
 
 TEST_CASE("engine: detach skips pinned fibers, honours the amount and the cap", "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
-  std::vector<sched_entity> f(40);
+  std::deque<sched_entity> f(40);
   for (std::size_t i = 0; i < f.size(); ++i) {
     if (i % 4 == 0) f[i].pinned = 0;  // 10 pinned to the source
-    e.enqueue(0, &f[i], 0);
+    e.enqueue(0, &f[i], enqueue_kind::spawn, 0);
   }
   CHECK(e.rq(0).nr_pinned.load() == 10);
   sched_entity* out[engine::max_migrate_per_pass];
-  usched::balance_decision d{0, usched::migration_type::migrate_task, 3};
-  REQUIRE(e.detach_fibers(1, d, out, engine::max_migrate_per_pass) == 3);
+  usched::balance_decision d;
+  d.busiest = 0;
+  d.type = usched::migration_type::migrate_task;
+  d.imbalance = 3;
+  const auto idle = usched::cpu_idle_type::newly_idle;
+  REQUIRE(e.detach_fibers(1, d, idle, nullptr, 0, 0, out, engine::max_migrate_per_pass) == 3);
   // The oldest movable ones, in order.
   CHECK(out[0] == &f[1]);
   CHECK(out[1] == &f[2]);
@@ -66,22 +114,27 @@ TEST_CASE("engine: detach skips pinned fibers, honours the amount and the cap", 
   CHECK(f[1].cpu == 1);
   // A huge imbalance still moves at most max_migrate_per_pass, never a pinned one.
   d.imbalance = 1000;
-  const unsigned n = e.detach_fibers(1, d, out, engine::max_migrate_per_pass);
+  const unsigned n = e.detach_fibers(1, d, idle, nullptr, 0, 0, out, engine::max_migrate_per_pass);
   CHECK(n == 27);  // 40 - 10 pinned - 3 already moved
   for (unsigned i = 0; i < n; ++i) CHECK(out[i]->pinned < 0);
   CHECK(e.rq(0).nr_queued.load() == 10);
   CHECK(e.rq(0).nr_pinned.load() == 10);
+  e.attach_fibers(1, out, n, 0);
+  CHECK(e.rq(1).nr_running == 30);
 }
 
 TEST_CASE("engine: newly-idle balance prefers the nearest domain", "[engine]") {
   // Two cores of two PUs: worker 0's SMT sibling is 1, its far neighbours 2, 3.
   engine e = make_engine("pack:1 core:2 pu:2", 4, "steal");
   REQUIRE(e.domains().per_cpu[0].size() == 2);
-  std::vector<sched_entity> near(4), far(8);
-  for (auto& se : near) e.enqueue(1, &se, 0);
-  for (auto& se : far) e.enqueue(3, &se, 0);
-  e.rq(1).idle = false;
-  e.rq(3).idle = false;
+  // Workers 1 and 3 each run a fiber with others queued behind it.
+  std::deque<sched_entity> running(2), near(4), far(8);
+  e.enqueue(1, &running[0], enqueue_kind::spawn, 0);
+  e.enqueue(3, &running[1], enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 0) == &running[0]);
+  REQUIRE(e.pick_next(3, nullptr, prev_action::requeue, 0) == &running[1]);
+  for (auto& se : near) e.enqueue(1, &se, enqueue_kind::spawn, 0);
+  for (auto& se : far) e.enqueue(3, &se, enqueue_kind::spawn, 0);
   std::vector<usched::cpu_snapshot> scratch;
   // Each pass takes half (rounded up) of the nearest non-empty queue: the SMT
   // sibling's 4 go as 2, 1, 1, then the far core's 8 as 4, 2, 1, 1.
@@ -93,14 +146,15 @@ TEST_CASE("engine: newly-idle balance prefers the nearest domain", "[engine]") {
     if (n == 0) break;
     pulled.push_back(n);
     from.push_back(e.rq(1).nr_queued.load() < near_before ? 1 : 3);
-    while (e.pick_next(0, 0)) {
-    }
+    drain(e, 0);
   }
   CHECK(pulled == std::vector<unsigned>{2, 1, 1, 4, 2, 1, 1});
   CHECK(from == std::vector<int>{1, 1, 1, 3, 3, 3, 3});
   CHECK(e.counters(0).newidle_pulls == 7);
   CHECK(e.counters(0).fibers_pulled == 12);
   CHECK(e.counters(0).newidle_attempts == 8);
+  CHECK(e.counters(0, 0).moved[static_cast<int>(usched::migration_type::migrate_task)] == 4);
+  CHECK(e.counters(0, 1).moved[static_cast<int>(usched::migration_type::migrate_task)] == 8);
 }
 
 TEST_CASE("engine: placement honours pins before asking the policy", "[engine]") {
@@ -108,7 +162,7 @@ TEST_CASE("engine: placement honours pins before asking the policy", "[engine]")
   std::vector<usched::cpu_snapshot> scratch;
   sched_entity se;
   se.pinned = 2;
-  CHECK(e.select_cpu(usched::placement_kind::spawn, se, 0, 0, scratch) == 2);
+  CHECK(e.select_cpu(usched::placement_kind::spawn, se, 0, 0, scratch, 0) == 2);
   se.pinned = -1;
-  CHECK(e.select_cpu(usched::placement_kind::spawn, se, 0, 0, scratch) == 0);
+  CHECK(e.select_cpu(usched::placement_kind::spawn, se, 0, 0, scratch, 0) == 0);
 }

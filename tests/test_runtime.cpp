@@ -86,7 +86,7 @@ TEST_CASE("a push to a parked worker always wakes it", "[runtime][wakeup]") {
   // And the plain case: worker 1 certainly parked (it has been idle for
   // 20 ms), then a fiber is pinned to it from outside the runtime.
   std::this_thread::sleep_for(20ms);
-  const auto parks_before = rt.stats()[1].parks;
+  const auto parks_before = rt.stats().workers[1].parks;
   CHECK(parks_before > 0);
   auto late = rt.spawn(usched::spawn_options{1}, [] { return usched::this_fiber::worker_index(); });
   REQUIRE(eventually([&] { return late.done(); }));
@@ -97,11 +97,11 @@ TEST_CASE("an idle runtime parks its workers and burns no CPU", "[runtime][wakeu
   usched::runtime rt(usched::test::make_options("steal", 4));
   rt.run([] {});
   std::this_thread::sleep_for(20ms);
-  const auto a = rt.stats();
+  const auto a = rt.stats().workers;
   const auto cpu_before = process_cpu_time();
   std::this_thread::sleep_for(200ms);
   const auto cpu_used = process_cpu_time() - cpu_before;
-  const auto b = rt.stats();
+  const auto b = rt.stats().workers;
   // Parked workers neither run fibers nor cycle through park/unpark...
   for (std::size_t i = 0; i < a.size(); ++i) {
     CHECK(b[i].parks == a[i].parks);
@@ -130,7 +130,7 @@ TEST_CASE("steal moves queued fibers to idle workers", "[runtime][steal]") {
   });
   CHECK(workers_used >= 2);
   std::uint64_t pulled = 0;
-  for (const auto& s : rt.stats()) pulled += s.fibers_pulled;
+  for (const auto& s : rt.stats().workers) pulled += s.fibers_pulled;
   CHECK(pulled > 0);
 }
 
@@ -155,7 +155,7 @@ TEST_CASE("none never moves a fiber", "[runtime][none]") {
   });
   CHECK(moved == 0);
   std::uint64_t pulled = 0;
-  for (const auto& s : rt.stats()) pulled += s.fibers_pulled;
+  for (const auto& s : rt.stats().workers) pulled += s.fibers_pulled;
   CHECK(pulled == 0);
 }
 

@@ -254,6 +254,8 @@ domain_tree build_domains(const std::vector<detail::worker_place>& places) {
   domain_tree tree;
   const std::size_t n = places.size();
   tree.cpu_capacity.assign(n, capacity_scale);
+  tree.cpu_node.resize(n);
+  for (std::size_t w = 0; w < n; ++w) tree.cpu_node[w] = places[w].numa_node >= 0 ? places[w].numa_node : 0;
   tree.per_cpu.resize(n);
 
   // Every chain's spans first: a domain's groups are its workers' child
@@ -317,6 +319,15 @@ std::string domain_tree::describe() const {
            std::to_string(sd->max_interval_ms) + " ms\n";
   }
   return out;
+}
+
+bool domain_tree::share_llc(int a, int b) const noexcept {
+  if (a == b) return true;
+  for (const sched_domain& sd : per_cpu[static_cast<std::size_t>(a)]) {
+    if (!sd.has_flag(SD_SHARE_PKG_RESOURCES)) break;
+    if (std::binary_search(sd.span.begin(), sd.span.end(), b)) return true;
+  }
+  return false;
 }
 
 }  // namespace usched

@@ -72,11 +72,17 @@ struct domain_tree {
   std::vector<std::vector<sched_domain>> per_cpu;
   // Capacity of each worker (capacity_scale for every worker today).
   std::vector<unsigned long> cpu_capacity;
+  // NUMA node of each worker (0 when unknown).
+  std::vector<int> cpu_node;
 
   std::size_t nr_cpus() const noexcept { return per_cpu.size(); }
   // The multi-line readable tree logged at start-up, one line per distinct
   // domain at each level, e.g. "  LLC  span 0-7  groups {0-1} {2-3} {4-5} {6-7}  [SHARE_PKG_RESOURCES]".
   std::string describe() const;
+
+  // share_llc() is true when workers a and b share a last-level cache: some
+  // domain of a's chain with SD_SHARE_PKG_RESOURCES spans b (or a == b).
+  bool share_llc(int a, int b) const noexcept;
 };
 
 // build_domains() derives every worker's chain from the places the topology

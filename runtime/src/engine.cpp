@@ -1,59 +1,189 @@
-// engine.cpp: runqueue bookkeeping and the execution of policy decisions.
+// engine.cpp: runqueues, the local discipline, load tracking, placement and
+// the balance driver.
 #include "engine.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 namespace usched::detail {
+namespace {
 
-void runqueue::push_back(sched_entity* se) noexcept {
-  se->rq_next = nullptr;
-  se->rq_prev = tail;
-  if (tail) {
-    tail->rq_next = se;
-  } else {
-    head = se;
-  }
-  tail = se;
-  // seq_cst: this store and the pusher's later read of the worker's park
-  // word pair with the parker's write of its park word and read of this
-  // count (worker.cpp, idle_wait), so one side always sees the other.
-  nr_queued.store(nr_queued.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
-  if (se->pinned >= 0) {
-    nr_pinned.store(nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+// Above this many runnable fibers the CFS period stretches to
+// nr x min_granularity instead of sched_latency (sched_nr_latency).
+constexpr unsigned sched_nr_latency = 8;
+
+// How often a domain's counters may show a failed pass before the busiest
+// worker is asked to yield its running fiber (the kernel's active balance,
+// need_active_balance(): nr_balance_failed > cache_nice_tries + 2).
+constexpr unsigned active_balance_extra_failures = 2;
+
+// Balance intervals are kept in ns; the domains give them in ms.
+constexpr std::int64_t ns_per_ms = 1'000'000;
+
+// cache_nice_tries of a level: 0 at SMT, 1 at LLC and package, 2 across NUMA
+// nodes (sd_init()).
+unsigned cache_nice_tries(const sched_domain& sd) noexcept {
+  if (sd.has_flag(SD_SHARE_CPUCAPACITY)) return 0;
+  if (sd.has_flag(SD_NUMA)) return 2;
+  return 1;
+}
+
+// calc_delta_fair(): runtime scaled to vruntime by the fiber's weight.
+std::uint64_t calc_delta_fair(std::int64_t delta, unsigned weight) noexcept {
+  if (weight == nice_0_weight) return static_cast<std::uint64_t>(delta);
+  return static_cast<std::uint64_t>(delta) * nice_0_weight / weight;
+}
+
+}  // namespace
+
+engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg)
+    : domains_(std::move(domains)),
+      policy_(std::move(pol)),
+      cfg_(cfg),
+      fair_(policy_->fair_queue()),
+      rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
+      counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
+  sd_state_.resize(nr_cpus());
+  level_counters_.resize(nr_cpus());
+  for (std::size_t c = 0; c < nr_cpus(); ++c) {
+    const auto& chain = domains_.per_cpu[c];
+    sd_state_[c].resize(chain.size());
+    for (std::size_t l = 0; l < chain.size(); ++l) {
+      sd_state_[c][l].balance_interval_ns = static_cast<std::int64_t>(chain[l].min_interval_ms) * ns_per_ms;
+    }
+    level_counters_[c] = std::make_unique<level_counters[]>(chain.size());
   }
 }
 
-void runqueue::remove(sched_entity* se) noexcept {
+// ---- queue structures --------------------------------------------------------
+
+void engine::queue_insert(runqueue& q, sched_entity* se) noexcept {
+  se->rq_next = nullptr;
+  se->rq_prev = q.tail;
+  if (q.tail) {
+    q.tail->rq_next = se;
+  } else {
+    q.head = se;
+  }
+  q.tail = se;
+  if (fair_) q.timeline.insert(*se);
+  if (se->pinned >= 0) {
+    q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // seq_cst: this store and the pusher's later read of the worker's park
+  // word pair with the parker's write of its park word and read of this
+  // count (worker.cpp, idle_wait), so one side always sees the other.
+  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+}
+
+void engine::queue_remove(runqueue& q, sched_entity* se) noexcept {
   if (se->rq_prev) {
     se->rq_prev->rq_next = se->rq_next;
   } else {
-    head = se->rq_next;
+    q.head = se->rq_next;
   }
   if (se->rq_next) {
     se->rq_next->rq_prev = se->rq_prev;
   } else {
-    tail = se->rq_prev;
+    q.tail = se->rq_prev;
   }
   se->rq_next = se->rq_prev = nullptr;
-  nr_queued.store(nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  if (fair_) q.timeline.erase(q.timeline.iterator_to(*se));
   if (se->pinned >= 0) {
-    nr_pinned.store(nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
+sched_entity* engine::queue_first(runqueue& q) noexcept {
+  if (fair_) return q.timeline.empty() ? nullptr : &*q.timeline.begin();
+  return q.head;
+}
+
+// ---- accounting --------------------------------------------------------------
+
+// update_curr(): charge the running fiber for the time since it was last
+// accounted (the kernel's update_curr()).
+void engine::update_curr(runqueue& q, std::int64_t now) noexcept {
+  sched_entity* c = q.curr;
+  if (!c) return;
+  const std::int64_t delta = now - c->exec_start;
+  if (delta <= 0) return;
+  c->exec_start = now;
+  c->sum_exec += delta;
+  if (fair_) {
+    c->vruntime += calc_delta_fair(delta, c->weight);
+    update_min_vruntime(q);
   }
 }
 
-sched_entity* runqueue::pop_front() noexcept {
-  sched_entity* se = head;
-  if (se) remove(se);
-  return se;
+void engine::update_min_vruntime(runqueue& q) noexcept {
+  std::uint64_t v = q.min_vruntime;
+  bool have = false;
+  if (q.curr) {
+    v = q.curr->vruntime;
+    have = true;
+  }
+  if (!q.timeline.empty()) {
+    const std::uint64_t left = q.timeline.begin()->vruntime;
+    v = have && static_cast<std::int64_t>(v - left) < 0 ? v : left;
+    have = true;
+  }
+  // Monotonic: min_vruntime only moves forward.
+  if (have && static_cast<std::int64_t>(v - q.min_vruntime) > 0) q.min_vruntime = v;
 }
 
-engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol)
-    : domains_(std::move(domains)),
-      policy_(std::move(pol)),
-      rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
-      counters_(std::make_unique<balance_counters[]>(domains_.nr_cpus())) {}
+// update_load(): PELT of the running fiber and of the runqueue, to `now`.
+void engine::update_load(runqueue& q, std::int64_t now) noexcept {
+  const unsigned long rl = q.removed_load.exchange(0, std::memory_order_relaxed);
+  const unsigned long ru = q.removed_util.exchange(0, std::memory_order_relaxed);
+  const unsigned long rr = q.removed_runnable.exchange(0, std::memory_order_relaxed);
+  if (rl | ru | rr) q.pelt.remove(rl, ru, rr);
+  if (q.curr) pelt_update(q.curr->avg, now, q.curr->weight, true, true);
+  q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr);
+}
 
-void engine::snapshot(std::vector<cpu_snapshot>& out) const {
+// sched_slice(): the wall-clock share of the period a fiber may run before
+// the tick preempts it: period x weight / total weight, where the period is
+// sched_latency, stretched when more than sched_nr_latency fibers share it.
+std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) const noexcept {
+  if (!fair_) return cfg_.fifo_slice_ns;
+  const unsigned nr = std::max(q.nr_running, 1u);
+  const std::int64_t period =
+      nr > sched_nr_latency ? static_cast<std::int64_t>(nr) * cfg_.min_granularity_ns : cfg_.sched_latency_ns;
+  const unsigned long total = std::max<unsigned long>(q.load_weight, se.weight);
+  return static_cast<std::int64_t>(static_cast<unsigned long>(period) * se.weight / total);
+}
+
+void engine::publish(runqueue& q) noexcept {
+  q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+  if (!tracks_load()) return;
+  q.load_avg_pub.store(q.pelt.all.load_avg, std::memory_order_relaxed);
+  q.runnable_load_pub.store(q.pelt.runnable_load_avg, std::memory_order_relaxed);
+  q.util_avg_pub.store(q.pelt.all.util_avg, std::memory_order_relaxed);
+  q.runnable_avg_pub.store(q.pelt.all.runnable_avg, std::memory_order_relaxed);
+  q.pelt_update_pub.store(q.pelt.all.last_update, std::memory_order_relaxed);
+  q.curr_preferred_node.store(q.curr ? q.curr->preferred_node : -1, std::memory_order_relaxed);
+  q.curr_load.store(q.curr ? q.curr->avg.load_avg : 0, std::memory_order_relaxed);
+}
+
+// check_preempt(): a fiber just arrived on `q`; if its vruntime is smaller
+// than the running fiber's by more than the wake-up granularity (scaled to
+// the arriving fiber's weight), ask the running fiber to yield at its next
+// preempt point (check_preempt_wakeup / wakeup_preempt_entity).
+void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept {
+  if (!fair_ || !q.curr) return;
+  const std::int64_t vdiff = static_cast<std::int64_t>(q.curr->vruntime - se.vruntime);
+  const auto gran = static_cast<std::int64_t>(calc_delta_fair(cfg_.wakeup_granularity_ns, se.weight));
+  if (vdiff > gran && !q.need_resched.load(std::memory_order_relaxed)) {
+    q.need_resched.store(true, std::memory_order_relaxed);
+    counters_[static_cast<std::size_t>(cpu)].wakeup_preemptions.add();
+  }
+}
+
+// ---- snapshot and placement --------------------------------------------------
+
+void engine::snapshot(std::vector<cpu_snapshot>& out, std::int64_t now) const {
   const std::size_t n = nr_cpus();
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -64,115 +194,407 @@ void engine::snapshot(std::vector<cpu_snapshot>& out) const {
     s.idle = q.idle.load(std::memory_order_relaxed);
     s.nr_running = s.nr_queued + (s.idle ? 0u : 1u);
     s.capacity = domains_.cpu_capacity.empty() ? capacity_scale : domains_.cpu_capacity[i];
+    s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
+    if (!tracks_load()) continue;
+    // A runqueue nobody updated for a while (its worker is parked) still
+    // holds the values of its last update; decay them to now, as the
+    // kernel's blocked-load updates for idle CPUs do.
+    const std::int64_t last = q.pelt_update_pub.load(std::memory_order_relaxed);
+    std::uint64_t periods = 0;
+    if (s.nr_running == 0 && now > last) {
+      periods = static_cast<std::uint64_t>(now - last) >> (pelt_time_shift + 10);
+    }
+    s.load_avg = static_cast<unsigned long>(pelt_decay(q.load_avg_pub.load(std::memory_order_relaxed), periods));
+    s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
+    s.util_avg = std::min(
+        static_cast<unsigned long>(pelt_decay(q.util_avg_pub.load(std::memory_order_relaxed), periods)),
+        s.capacity);
+    s.runnable_avg =
+        static_cast<unsigned long>(pelt_decay(q.runnable_avg_pub.load(std::memory_order_relaxed), periods));
+    s.curr_preferred_node = q.curr_preferred_node.load(std::memory_order_relaxed);
+    s.curr_load = q.curr_load.load(std::memory_order_relaxed);
   }
 }
 
-int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin,
-                       std::uint64_t random, std::vector<cpu_snapshot>& scratch) const {
+fiber_view engine::view_of(const sched_entity& se, std::int64_t now, bool hot_check) const noexcept {
+  fiber_view v;
+  v.load_avg = se.avg.load_avg;
+  v.util_avg = se.avg.util_avg;
+  v.weight = se.weight;
+  v.preferred_node = se.preferred_node;
+  v.cache_hot = hot_check && now - se.exec_start < cfg_.migration_cost_ns;
+  return v;
+}
+
+int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, std::uint64_t random,
+                       std::vector<cpu_snapshot>& scratch, std::int64_t now) {
   if (se.pinned >= 0) return se.pinned;
   if (nr_cpus() == 1) return 0;
-  snapshot(scratch);
+  snapshot(scratch, now);
   placement_request req;
   req.kind = kind;
   req.origin = origin;
   req.prev = kind == placement_kind::wake ? se.cpu : -1;
+  req.fiber = view_of(se, now, false);
   req.cpus = scratch;
   req.domains = &domains_;
   req.random = random;
   const int cpu = policy_->select_cpu(req);
   assert(cpu >= 0 && static_cast<std::size_t>(cpu) < nr_cpus());
+  if (kind == placement_kind::wake && origin >= 0) {
+    cpu_counters& c = counters_[static_cast<std::size_t>(origin)];
+    if (cpu == req.prev) {
+      c.wake_prev.add();
+    } else if (scratch[static_cast<std::size_t>(cpu)].idle && req.prev >= 0 &&
+               domains_.share_llc(cpu, req.prev)) {
+      c.wake_idle_sibling.add();
+    } else {
+      c.wake_other.add();
+    }
+  }
   return cpu;
 }
 
-unsigned engine::enqueue(int cpu, sched_entity* se, std::int64_t /*now*/) {
+// ---- enqueue / pick ------------------------------------------------------------
+
+unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int64_t now) {
   runqueue& q = rq(cpu);
+  // The fiber's vruntime and load were last kept relative to the worker it
+  // left; read that worker's min_vruntime before taking our own lock (no
+  // two locks at once; a slightly stale value only shifts the placement).
+  const int from = se->cpu;
+  const bool migrated = kind == enqueue_kind::wakeup && from >= 0 && from != cpu;
+  std::uint64_t from_min = 0;
+  if (fair_ && migrated) from_min = rq(from).min_vruntime_pub.load(std::memory_order_relaxed);
+  if (tracks_load() && migrated) {
+    // Its blocked contribution leaves the old worker's signals.
+    pelt_update(se->avg, now, se->weight, false, false);
+    runqueue& old = rq(from);
+    old.removed_load.fetch_add(se->avg.load_avg, std::memory_order_relaxed);
+    old.removed_util.fetch_add(se->avg.util_avg, std::memory_order_relaxed);
+    old.removed_runnable.fetch_add(se->avg.runnable_avg, std::memory_order_relaxed);
+  }
+
   q.lock.lock();
+  if (tracks_load() || fair_) {
+    update_curr(q, now);
+    if (tracks_load()) {
+      update_load(q, now);
+      if (kind == enqueue_kind::spawn) {
+        // A new fiber starts as if always runnable (load = weight) and with
+        // half the worker's spare utilization (init_entity_runnable_average,
+        // post_init_entity_util_avg).
+        se->avg = pelt_avg{};
+        se->avg.load_avg = se->weight;
+        const unsigned long util = q.pelt.all.util_avg;
+        const unsigned long cap = capacity_scale > util ? (capacity_scale - util) / 2 : 0;
+        unsigned long u = cap;
+        if (util) u = std::min(cap, util * se->weight / (q.pelt.all.load_avg + 1));
+        se->avg.util_avg = u;
+        se->avg.runnable_avg = u;
+        q.pelt.attach(se->avg, se->weight);
+      } else if (migrated) {
+        q.pelt.attach(se->avg, se->weight);
+      } else {
+        pelt_update(se->avg, now, se->weight, false, false);
+      }
+      q.pelt.enqueue_runnable(se->avg);
+    }
+  }
+  if (fair_) {
+    if (kind == enqueue_kind::spawn) {
+      // A new fiber starts one slice behind the others (START_DEBIT), so
+      // spawning cannot be used to jump the queue.
+      se->vruntime = q.min_vruntime + calc_delta_fair(sched_slice(q, *se), se->weight);
+    } else {
+      if (migrated) se->vruntime = se->vruntime - from_min + q.min_vruntime;
+      // Sleeper credit (place_entity, GENTLE_FAIR_SLEEPERS): a woken fiber
+      // may be at most half a latency period behind min_vruntime, so it runs
+      // soon but cannot bank unbounded credit by sleeping.
+      const std::uint64_t floor = q.min_vruntime - static_cast<std::uint64_t>(cfg_.sched_latency_ns / 2);
+      if (static_cast<std::int64_t>(se->vruntime - floor) < 0) se->vruntime = floor;
+    }
+  }
   se->cpu = cpu;
-  q.push_back(se);
+  se->on_rq.store(true, std::memory_order_relaxed);
+  ++q.nr_running;
+  q.load_weight += se->weight;
+  queue_insert(q, se);
+  if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
+  publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
   return queued;
 }
 
-sched_entity* engine::pick_next(int cpu, std::int64_t /*now*/) {
+sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now) {
   runqueue& q = rq(cpu);
-  if (q.nr_queued.load(std::memory_order_relaxed) == 0) return nullptr;
-  q.lock.lock();
-  sched_entity* se = q.pop_front();
-  q.lock.unlock();
-  return se;
-}
-
-sched_entity* engine::yield_swap(int cpu, sched_entity* prev, std::int64_t /*now*/) {
-  runqueue& q = rq(cpu);
-  if (q.nr_queued.load(std::memory_order_relaxed) == 0) return nullptr;
-  q.lock.lock();
-  sched_entity* next = q.pop_front();
-  if (next) {
-    prev->cpu = cpu;
-    q.push_back(prev);
+  // FIFO without load tracking: the yield fast path needs no clock and no
+  // accounting; an empty queue means "keep running".
+  if (!fair_ && !tracks_load() && prev && action == prev_action::requeue &&
+      q.nr_queued.load(std::memory_order_relaxed) == 0) {
+    return prev;
   }
+  q.lock.lock();
+  if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
+  if (prev) {
+    prev->wake_pending = false;
+    assert(q.curr == prev);
+    update_curr(q, now);
+    if (tracks_load()) update_load(q, now);
+    q.curr = nullptr;
+    if (action == prev_action::requeue) {
+      queue_insert(q, prev);
+    } else {
+      prev->on_rq.store(false, std::memory_order_release);
+      --q.nr_running;
+      q.load_weight -= prev->weight;
+      if (tracks_load()) {
+        q.pelt.dequeue_runnable(prev->avg);
+        // A finished fiber's load leaves with it; a blocked one's stays and decays.
+        if (action == prev_action::exit) q.pelt.detach(prev->avg);
+      }
+    }
+  }
+  sched_entity* next = queue_first(q);
+  if (next) {
+    queue_remove(q, next);
+    q.curr = next;
+    next->exec_start = now;
+    next->prev_sum_exec = next->sum_exec;
+    q.slice_ns = sched_slice(q, *next);
+    if (fair_) update_min_vruntime(q);
+  }
+  q.need_resched.store(false, std::memory_order_relaxed);
+  q.idle.store(next == nullptr, std::memory_order_relaxed);
+  publish(q);
   q.lock.unlock();
   return next;
 }
 
-unsigned engine::detach_fibers(int dst, const balance_decision& decision, sched_entity** out,
-                               unsigned max) {
-  unsigned limit = max;
-  if (decision.imbalance < static_cast<long>(limit)) limit = static_cast<unsigned>(decision.imbalance);
+bool engine::wake_running(sched_entity* se) {
+  // on_rq goes false only when the fiber's own worker dequeues it (under
+  // the lock), and true only by an enqueue, which only this waker (the one
+  // that claimed the wait) can do now: a false read is final.
+  if (!se->on_rq.load(std::memory_order_acquire)) return false;
+  runqueue& q = rq(se->cpu);
+  q.lock.lock();
+  const bool still = se->on_rq.load(std::memory_order_relaxed);
+  if (still) se->wake_pending = true;
+  q.lock.unlock();
+  return still;
+}
+
+bool engine::should_preempt(int cpu, std::int64_t ran_ns) const noexcept {
+  const runqueue& q = rq(cpu);
+  if (q.need_resched.load(std::memory_order_relaxed)) return true;
+  if (q.nr_queued.load(std::memory_order_relaxed) == 0) return false;
+  return ran_ns >= q.slice_ns;
+}
+
+// ---- balancing ------------------------------------------------------------------
+
+bool engine::should_we_balance(int cpu, std::size_t level, cpu_idle_type idle) const {
+  if (idle == cpu_idle_type::newly_idle) return true;
+  const sched_domain& sd = domains_.per_cpu[static_cast<std::size_t>(cpu)][level];
+  const sched_group& local = sd.groups[sd.local_group];
+  // The first idle worker of the local group balances for the group; if none
+  // is idle, its first worker does. Others leave it to that one.
+  for (int c : local.cpus) {
+    if (rq(c).idle.load(std::memory_order_relaxed)) return c == cpu;
+  }
+  return local.cpus.front() == cpu;
+}
+
+unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_idle_type idle,
+                               const sched_domain* sd, unsigned nr_balance_failed, std::int64_t now,
+                               sched_entity** out, unsigned max) {
   runqueue& src = rq(decision.busiest);
+  detach_env env;
+  env.type = decision.type;
+  env.imbalance = decision.imbalance;
+  env.idle = idle;
+  env.nr_balance_failed = nr_balance_failed;
+  env.cache_nice_tries = sd ? cache_nice_tries(*sd) : 0;
+  env.src_capacity = domains_.cpu_capacity.empty()
+                         ? capacity_scale
+                         : domains_.cpu_capacity[static_cast<std::size_t>(decision.busiest)];
+  // Hot fibers stay unless the level keeps failing (can_migrate_task); SMT
+  // siblings share caches, so nothing is hot between them (task_hot()).
+  const bool hot_check = fair_ && sd && !sd->has_flag(SD_SHARE_CPUCAPACITY) &&
+                         nr_balance_failed <= env.cache_nice_tries;
   unsigned n = 0;
   src.lock.lock();
-  // Walk from the head: the fibers that have waited longest. Only
-  // migrate_task exists until load tracking does; it counts fibers.
-  for (sched_entity* se = src.head; se && n < limit;) {
+  if (tracks_load()) {
+    update_curr(src, now);
+    update_load(src, now);
+  }
+  for (sched_entity* se = src.head; se && n < max && env.imbalance > 0;) {
     sched_entity* next = se->rq_next;
-    if (se->pinned < 0 || se->pinned == dst) {
-      src.remove(se);
-      out[n++] = se;
+    // Pulling onto an idle worker never empties the source (detach_tasks).
+    if (idle != cpu_idle_type::not_idle && src.nr_running <= 1) break;
+    if (se->pinned >= 0 && se->pinned != dst) {
+      se = next;
+      continue;
     }
+    if (tracks_load()) pelt_update(se->avg, now, se->weight, true, false);
+    const fiber_view v = view_of(*se, now, hot_check);
+    if (v.cache_hot) {
+      se = next;
+      continue;
+    }
+    const detach_verdict verdict = policy_->can_detach(v, env);
+    if (!verdict.take) {
+      se = next;
+      continue;
+    }
+    env.imbalance -= verdict.amount;
+    queue_remove(src, se);
+    --src.nr_running;
+    src.load_weight -= se->weight;
+    se->on_rq.store(false, std::memory_order_relaxed);
+    if (tracks_load()) {
+      src.pelt.dequeue_runnable(se->avg);
+      src.pelt.detach(se->avg);
+    }
+    if (fair_) se->vruntime -= src.min_vruntime;  // relative while in flight
+    out[n++] = se;
     se = next;
   }
+  publish(src);
   src.lock.unlock();
   return n;
 }
 
-void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, std::int64_t /*now*/) {
+void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, std::int64_t now) {
   if (n == 0) return;
   runqueue& q = rq(dst);
   q.lock.lock();
-  for (unsigned i = 0; i < n; ++i) {
-    list[i]->cpu = dst;
-    q.push_back(list[i]);
+  if (tracks_load()) {
+    update_curr(q, now);
+    update_load(q, now);
   }
+  for (unsigned i = 0; i < n; ++i) {
+    sched_entity* se = list[i];
+    if (fair_) se->vruntime += q.min_vruntime;
+    if (tracks_load()) {
+      q.pelt.attach(se->avg, se->weight);
+      q.pelt.enqueue_runnable(se->avg);
+    }
+    // A migrated fiber is cold on its new worker.
+    se->exec_start = now - cfg_.migration_cost_ns;
+    se->cpu = dst;
+    se->on_rq.store(true, std::memory_order_relaxed);
+    ++q.nr_running;
+    q.load_weight += se->weight;
+    queue_insert(q, se);
+    check_preempt(dst, q, *se);
+  }
+  publish(q);
   q.lock.unlock();
 }
 
-unsigned engine::newidle_balance(int this_cpu, std::int64_t now, std::uint64_t random,
-                                 std::vector<cpu_snapshot>& scratch) {
-  const auto& chain = domains_.per_cpu[static_cast<std::size_t>(this_cpu)];
-  if (chain.empty()) return 0;
-  balance_counters& c = counters_[static_cast<std::size_t>(this_cpu)];
-  c.newidle_attempts.add();
-  snapshot(scratch);
-  for (const sched_domain& sd : chain) {
-    balance_request req;
-    req.this_cpu = this_cpu;
-    req.idle = cpu_idle_type::newly_idle;
-    req.sd = &sd;
-    req.cpus = scratch;
-    req.random = random;
-    const balance_decision d = policy_->find_busiest(req);
-    if (!d || d.busiest == this_cpu) continue;
-    sched_entity* moved[max_migrate_per_pass];
-    const unsigned n = detach_fibers(this_cpu, d, moved, max_migrate_per_pass);
-    if (n == 0) continue;
-    attach_fibers(this_cpu, moved, n, now);
-    c.newidle_pulls.add();
-    c.fibers_pulled.add(n);
+unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, std::int64_t now,
+                              std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
+  const auto c = static_cast<std::size_t>(cpu);
+  const auto& chain = domains_.per_cpu[c];
+  const sched_domain& sd = chain[level];
+  sd_balance_state& st = sd_state_[c][level];
+  level_counters& lc = level_counters_[c][level];
+  lc.attempts.add();
+  const std::int64_t min_iv = static_cast<std::int64_t>(sd.min_interval_ms) * ns_per_ms;
+  const std::int64_t max_iv = static_cast<std::int64_t>(sd.max_interval_ms) * ns_per_ms;
+
+  snapshot(scratch, now);
+  balance_request req;
+  req.this_cpu = cpu;
+  req.idle = idle;
+  req.sd = &sd;
+  req.prefer_sibling = level > 0 && !chain[level - 1].has_flag(SD_NUMA);
+  req.cpus = scratch;
+  req.nr_balance_failed = st.nr_balance_failed;
+  req.random = random;
+  const balance_decision d = policy_->find_busiest(req);
+  if (!d || d.busiest == cpu) {
+    // Balanced: failures reset; a periodic pass backs off.
+    lc.balanced.add();
+    st.nr_balance_failed = 0;
+    if (idle != cpu_idle_type::newly_idle && st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
+    return 0;
+  }
+  if (policy_->counts_odd_picks() && policy_->odd_pick(req, d)) lc.odd_picks.add();
+
+  sched_entity* moved[max_migrate_per_pass];
+  const unsigned n = detach_fibers(cpu, d, idle, &sd, st.nr_balance_failed, now, moved, max_migrate_per_pass);
+  attach_fibers(cpu, moved, n, now);
+  if (n > 0) {
+    lc.successes.add();
+    lc.moved[static_cast<std::size_t>(d.type)].add(n);
+    counters_[c].fibers_pulled.add(n);
+    st.nr_balance_failed = 0;
+    st.balance_interval_ns = min_iv;
     return n;
   }
+  lc.failures.add();
+  if (idle != cpu_idle_type::newly_idle) ++st.nr_balance_failed;
+  const unsigned tries = cache_nice_tries(sd);
+  if (st.nr_balance_failed > tries + active_balance_extra_failures) {
+    // Active balance: the fiber we could not take may be the busiest
+    // worker's running one, which only it can give up. A cooperative runtime
+    // cannot stop it; it asks it to yield at its next preempt point, so the
+    // fiber is queued (and takeable) on the next pass.
+    rq(d.busiest).need_resched.store(true, std::memory_order_relaxed);
+    st.nr_balance_failed = tries + 1;
+    if (st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
+  } else {
+    st.balance_interval_ns = min_iv;
+  }
   return 0;
+}
+
+unsigned engine::newidle_balance(int cpu, std::int64_t now, std::uint64_t random,
+                                 std::vector<cpu_snapshot>& scratch) {
+  const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
+  if (chain.empty()) return 0;
+  cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
+  c.newidle_attempts.add();
+  for (std::size_t level = 0; level < chain.size(); ++level) {
+    const unsigned n = load_balance(cpu, level, cpu_idle_type::newly_idle, now, random, scratch);
+    if (n > 0) {
+      c.newidle_pulls.add();
+      return n;
+    }
+    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+  }
+  return 0;
+}
+
+unsigned engine::tick(int cpu, std::int64_t now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
+  runqueue& q = rq(cpu);
+  if (tracks_load() || fair_) {
+    q.lock.lock();
+    update_curr(q, now);
+    if (tracks_load()) update_load(q, now);
+    publish(q);
+    q.lock.unlock();
+  }
+  if (!policy_->balances_periodically()) return 0;
+  const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
+  const bool busy = !q.idle.load(std::memory_order_relaxed);
+  const cpu_idle_type idle = busy ? cpu_idle_type::not_idle : cpu_idle_type::idle;
+  unsigned pulled = 0;
+  for (std::size_t level = 0; level < chain.size(); ++level) {
+    sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
+    const std::int64_t interval = st.balance_interval_ns * (busy ? policy_->busy_factor() : 1);
+    if (now - st.last_balance < interval) continue;
+    // Only one worker of a group balances a level at a time; if it is not
+    // us, the wider levels are not ours either this tick.
+    if (!should_we_balance(cpu, level, idle)) break;
+    pulled += load_balance(cpu, level, pulled ? cpu_idle_type::not_idle : idle, now, random, scratch);
+    st.last_balance = now;
+    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+  }
+  return pulled;
 }
 
 }  // namespace usched::detail

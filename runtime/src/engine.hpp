@@ -1,56 +1,68 @@
 // engine.hpp: the backend-neutral half of the scheduler.
 //
-// The engine owns the runqueues and executes what a policy decides: where a
-// new or woken fiber is queued, and which queued fibers move when a worker
-// balances. It creates no threads, switches no contexts and reads no clock;
-// every entry point that a time-dependent rule may need takes `now` from the
-// caller. The real backend (worker.cpp) drives it with the steady clock; a
-// simulated backend can drive the same code with virtual time (DESIGN.md,
-// seam 2).
+// The engine owns the runqueues and everything that happens to a fiber while
+// it is runnable: where a new or woken fiber is queued (placement by the
+// policy), in which order a worker runs its fibers (FIFO, or CFS's vruntime
+// order with slices and wake-up preemption), load tracking (PELT), and
+// balancing (the balance driver asks the policy, then detaches and attaches
+// fibers). It creates no threads, switches no contexts and reads no clock:
+// every entry point takes `now` (ns) from its caller. The real backend
+// (worker.cpp) drives it with the steady clock; a simulated backend drives the
+// same code with virtual time (DESIGN.md, seam 2).
 //
-// Locking: each runqueue has its own spinlock. No function here ever holds two
-// runqueue locks at once: migration is two-phase, detach under the source's
-// lock, then attach under the destination's.
+// Locking: each runqueue has its own spinlock, taken inside the engine. No
+// function here ever holds two runqueue locks at once: migration is
+// two-phase, detach under the source's lock, then attach under the
+// destination's.
 #pragma once
 
 #include <atomic>
+#include <boost/intrusive/set.hpp>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "domains.hpp"
-#include "policy.hpp"
 #include <usched/detail/spinlock.hpp>
+
+#include "domains.hpp"
+#include "pelt.hpp"
+#include "policy.hpp"
 
 namespace usched::detail {
 
 // The part of a fiber the engine sees (the kernel's struct sched_entity).
 struct sched_entity {
+  // Queue order: when it was queued (the head has waited longest). Kept by
+  // both disciplines; balancing walks it to take the least recently run.
   sched_entity* rq_next = nullptr;
   sched_entity* rq_prev = nullptr;
+  // vruntime order, for the fair discipline.
+  boost::intrusive::set_member_hook<> timeline_hook;
+
   int cpu = -1;     // the runqueue it is on, or the worker it last ran on
   int pinned = -1;  // the only worker it may run on, or -1
+  int preferred_node = -1;
+  unsigned weight = nice_0_weight;
+  // Queued or running (the kernel's se->on_rq). Written under the runqueue's
+  // lock; read without it by a waker, which only needs to know whether the
+  // fiber may still be running on its worker (see engine::wake_running).
+  std::atomic<bool> on_rq{false};
+  // A wake-up arrived while the fiber was still running on its way to
+  // block: its worker must keep it runnable (under the runqueue's lock).
+  bool wake_pending = false;
+
+  std::uint64_t vruntime = 0;     // runtime scaled by nice_0_weight / weight
+  std::int64_t exec_start = 0;    // when it last started running or was last accounted
+  std::int64_t sum_exec = 0;      // total time run, ns
+  std::int64_t prev_sum_exec = 0; // sum_exec when it was last picked
+  pelt_avg avg;
 };
 
-// A worker's queue of runnable fibers, FIFO.
-struct alignas(64) runqueue {
-  spinlock lock;
-  sched_entity* head = nullptr;
-  sched_entity* tail = nullptr;
-  // Fibers waiting in the queue (not the running one). Written under `lock`,
-  // read without it for snapshots and idle checks: relaxed is enough for
-  // snapshots, because a stale value only makes a balance decision less
-  // precise; the park protocol reads it seq_cst (see worker.cpp).
-  std::atomic<unsigned> nr_queued{0};
-  // Of those, the ones pinned to this worker (never movable). Same rules.
-  std::atomic<unsigned> nr_pinned{0};
-  // True while the owning worker runs nothing. Written by the owner only.
-  std::atomic<bool> idle{true};
-
-  // The queue operations below require `lock` held.
-  void push_back(sched_entity* se) noexcept;
-  sched_entity* pop_front() noexcept;
-  void remove(sched_entity* se) noexcept;
+// Balancing state of one level of one worker's chain.
+struct sd_balance_state {
+  unsigned nr_balance_failed = 0;
+  std::int64_t balance_interval_ns = 0;  // doubles after a balanced or failed pass, up to max
+  std::int64_t last_balance = 0;
 };
 
 // A statistics counter with a single writer. Relaxed load+store instead of a
@@ -68,11 +80,99 @@ class stat_counter {
   std::atomic<std::uint64_t> v_{0};
 };
 
-// Balancing counters of one worker, written by that worker only.
-struct balance_counters {
+// Balancing counters of one domain level of one worker, written by that worker.
+struct level_counters {
+  stat_counter attempts;  // load_balance passes at this level
+  stat_counter balanced;  // passes that found nothing to do
+  stat_counter successes; // passes that moved at least one fiber
+  stat_counter failures;  // passes that found an imbalance but moved nothing
+  stat_counter moved[4];  // fibers moved, by migration_type
+  stat_counter odd_picks; // busiest group without a stacked worker over one with (seeds/003)
+};
+
+// Counters of one worker, written by the thread that holds its runqueue
+// lock or runs it.
+struct cpu_counters {
   stat_counter newidle_attempts;  // newly-idle balance passes
   stat_counter newidle_pulls;     // passes that moved at least one fiber
-  stat_counter fibers_pulled;     // fibers moved onto this worker
+  stat_counter fibers_pulled;     // fibers moved onto this worker by balancing
+  stat_counter wake_prev;         // wake-ups placed on the fiber's previous worker
+  stat_counter wake_idle_sibling; // ... on another idle worker sharing its LLC
+  stat_counter wake_other;        // ... anywhere else
+  stat_counter wakeup_preemptions;// wake-ups that asked the running fiber to yield
+};
+
+// A worker's runqueue.
+struct alignas(64) runqueue {
+  spinlock lock;
+
+  // Everything below `lock` and above the atomics requires the lock.
+  sched_entity* head = nullptr;
+  sched_entity* tail = nullptr;
+  struct by_vruntime {
+    bool operator()(const sched_entity& a, const sched_entity& b) const noexcept {
+      // Wrap-safe, as the kernel's entity_before(); equal keys keep FIFO
+      // order (multiset inserts after equals).
+      return static_cast<std::int64_t>(a.vruntime - b.vruntime) < 0;
+    }
+  };
+  using timeline_t = boost::intrusive::multiset<
+      sched_entity,
+      boost::intrusive::member_hook<sched_entity, boost::intrusive::set_member_hook<>,
+                                    &sched_entity::timeline_hook>,
+      boost::intrusive::compare<by_vruntime>>;
+  timeline_t timeline;
+  sched_entity* curr = nullptr;  // running, not in the queue
+  unsigned nr_running = 0;       // queued + curr
+  unsigned long load_weight = 0; // summed weight of queued + curr
+  std::uint64_t min_vruntime = 0;
+  std::int64_t slice_ns = 0;     // the slice curr was given when picked
+  rq_pelt pelt;
+
+  // Read without the lock (snapshots, idle checks): relaxed is enough for
+  // snapshots, because a stale value only makes a decision less precise.
+  // nr_queued is written seq_cst: the park protocol pairs it with the
+  // worker's park word (worker.cpp).
+  std::atomic<unsigned> nr_queued{0};
+  std::atomic<unsigned> nr_pinned{0};
+  std::atomic<bool> idle{true};
+  std::atomic<bool> need_resched{false};  // the running fiber should yield at its next preempt point
+  std::atomic<std::uint64_t> min_vruntime_pub{0};
+  std::atomic<unsigned long> load_avg_pub{0};
+  std::atomic<unsigned long> runnable_load_pub{0};
+  std::atomic<unsigned long> util_avg_pub{0};
+  std::atomic<unsigned long> runnable_avg_pub{0};
+  std::atomic<std::int64_t> pelt_update_pub{0};
+  std::atomic<int> curr_preferred_node{-1};
+  std::atomic<unsigned long> curr_load{0};
+  // Contributions of blocked fibers that woke up on another worker, to be
+  // subtracted at this runqueue's next update (the kernel's cfs_rq->removed).
+  std::atomic<unsigned long> removed_load{0};
+  std::atomic<unsigned long> removed_util{0};
+  std::atomic<unsigned long> removed_runnable{0};
+};
+
+// Tunables of the engine (filled from usched::options by the runtime).
+struct engine_config {
+  // CFS discipline (kernel defaults for 8+ CPUs, see docs/policies/cfs.md).
+  std::int64_t sched_latency_ns = 24'000'000;
+  std::int64_t min_granularity_ns = 3'000'000;
+  std::int64_t wakeup_granularity_ns = 1'000'000;
+  // A fiber that ran less than this ago is cache-hot: balancing leaves it
+  // while nr_balance_failed <= cache_nice_tries (sysctl_sched_migration_cost).
+  std::int64_t migration_cost_ns = 500'000;
+  // Fixed slice of the FIFO discipline (options::slice).
+  std::int64_t fifo_slice_ns = 3'000'000;
+};
+
+// How a fiber arrives on a runqueue.
+enum class enqueue_kind : std::uint8_t { spawn, wakeup };
+
+// What happens to the running fiber when its worker picks the next one.
+enum class prev_action : std::uint8_t {
+  requeue,  // it stays runnable (yield, preemption)
+  block,    // it waits for something
+  exit,     // it has finished
 };
 
 class engine {
@@ -82,61 +182,113 @@ class engine {
   // it bounds the time a source queue's lock is held.
   static constexpr unsigned max_migrate_per_pass = 32;
 
-  engine(domain_tree domains, std::unique_ptr<usched::policy> pol);
+  engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg = {});
 
   std::size_t nr_cpus() const noexcept { return domains_.nr_cpus(); }
   const domain_tree& domains() const noexcept { return domains_; }
   const usched::policy& policy() const noexcept { return *policy_; }
+  const engine_config& config() const noexcept { return cfg_; }
+  bool fair() const noexcept { return fair_; }
+  bool tracks_load() const noexcept { return fair_; }
   runqueue& rq(int cpu) noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
   const runqueue& rq(int cpu) const noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
 
-  // snapshot() fills `out` with a lock-free reading of every worker.
-  void snapshot(std::vector<cpu_snapshot>& out) const;
+  // snapshot() fills `out` with a lock-free reading of every worker, PELT
+  // signals decayed to `now`.
+  void snapshot(std::vector<cpu_snapshot>& out, std::int64_t now) const;
 
   // select_cpu() chooses the worker for a new (kind == spawn) or woken fiber:
   // its pinned worker if it has one, else the policy's choice. `origin` is the
-  // worker asking, -1 for a thread outside the runtime. `scratch` is reused
-  // for the snapshot. Takes no lock.
+  // worker asking, -1 for a thread outside the runtime. Counts the wake-up
+  // path on `origin` (or the target when origin < 0). Takes no lock.
   int select_cpu(placement_kind kind, const sched_entity& se, int origin, std::uint64_t random,
-                 std::vector<cpu_snapshot>& scratch) const;
+                 std::vector<cpu_snapshot>& scratch, std::int64_t now);
 
-  // enqueue() appends `se` to `cpu`'s runqueue and records it there. Locks
-  // that runqueue. Returns the number queued after the push.
-  unsigned enqueue(int cpu, sched_entity* se, std::int64_t now);
+  // enqueue() makes `se` runnable on `cpu`. Locks that runqueue. Returns the
+  // number queued after the push.
+  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int64_t now);
 
-  // pick_next() pops the next fiber of `cpu`'s runqueue, or null.
-  sched_entity* pick_next(int cpu, std::int64_t now);
+  // wake_running() handles a wake-up of a fiber that has published itself
+  // as waiting but may not have left its worker yet: if it is still on its
+  // runqueue (running), it is marked so that its block turns into a
+  // requeue, and true is returned: nothing else is to be done. False means
+  // it is off every runqueue and must be enqueued. Takes that runqueue's lock
+  // only when the fiber may still be on it.
+  bool wake_running(sched_entity* se);
 
-  // yield_swap() is a yield in one critical section: if `cpu` has a queued
-  // fiber, `prev` goes to the tail and the head is returned; otherwise null
-  // and nothing changes.
-  sched_entity* yield_swap(int cpu, sched_entity* prev, std::int64_t now);
+  // pick_next() is the worker's scheduling decision: `prev` (the running
+  // fiber, or null from the idle loop) stops running as `action` says, and
+  // the next fiber to run comes back (possibly prev itself after a requeue),
+  // or null when there is none. Locks the runqueue once.
+  sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now);
 
-  // newidle_balance() runs when `this_cpu` has nothing to run: for each level
-  // of its chain, narrowest first, ask the policy and execute its decision;
-  // stop at the first level that moved something. Returns the number of
-  // fibers moved onto this_cpu's runqueue.
-  unsigned newidle_balance(int this_cpu, std::int64_t now, std::uint64_t random,
+  // should_preempt() is the running fiber's question at a preempt point:
+  // has a wake-up asked it to yield, or (fair discipline) has it used up its
+  // slice? `ran_ns` is how long it has run since it was picked. No lock.
+  bool should_preempt(int cpu, std::int64_t ran_ns) const noexcept;
+
+  // tick() is the per-worker periodic work, called by the running worker
+  // every few milliseconds and from its idle loop: PELT update of the
+  // running fiber and the periodic balance of every due domain level.
+  // Returns fibers pulled.
+  unsigned tick(int cpu, std::int64_t now, std::uint64_t random, std::vector<cpu_snapshot>& scratch);
+
+  // newidle_balance() runs when `cpu` has nothing to run: for each level of
+  // its chain, narrowest first, balance; stop at the first level that moved
+  // something. Returns the number of fibers moved onto cpu's runqueue.
+  unsigned newidle_balance(int cpu, std::int64_t now, std::uint64_t random,
                            std::vector<cpu_snapshot>& scratch);
 
-  // detach_fibers() removes up to min(decision.imbalance, max) fibers that may
-  // run on `dst` from the front of `decision.busiest`'s runqueue into `out`,
-  // under that queue's lock only. Pinned fibers are skipped; the running fiber
-  // is never in the queue, so it cannot be taken. Returns how many.
-  unsigned detach_fibers(int dst, const balance_decision& decision, sched_entity** out, unsigned max);
+  // load_balance() balances one level of `cpu`'s chain (the kernel's
+  // load_balance()): ask the policy, detach from the busiest, attach here,
+  // and keep nr_balance_failed and the interval. Returns fibers moved.
+  unsigned load_balance(int cpu, std::size_t level, cpu_idle_type idle, std::int64_t now,
+                        std::uint64_t random, std::vector<cpu_snapshot>& scratch);
 
-  // attach_fibers() appends `n` detached fibers to `dst`'s runqueue, under its lock.
+  // detach_fibers() removes, under the source's lock only, the fibers the
+  // decision and the policy's can_detach() allow, from the least recently
+  // queued, at most `max`. Pinned fibers and the running one are never taken.
+  unsigned detach_fibers(int dst, const balance_decision& decision, cpu_idle_type idle,
+                         const sched_domain* sd, unsigned nr_balance_failed, std::int64_t now,
+                         sched_entity** out, unsigned max);
+
+  // attach_fibers() appends detached fibers to `dst`'s runqueue, under its lock.
   void attach_fibers(int dst, sched_entity* const* list, unsigned n, std::int64_t now);
 
-  const balance_counters& counters(int cpu) const noexcept {
+  // should_we_balance() is true when `cpu` is the worker of its group that
+  // balances `level` this time: the first idle one, or the first one.
+  bool should_we_balance(int cpu, std::size_t level, cpu_idle_type idle) const;
+
+  sd_balance_state& balance_state(int cpu, std::size_t level) noexcept {
+    return sd_state_[static_cast<std::size_t>(cpu)][level];
+  }
+  const cpu_counters& counters(int cpu) const noexcept {
     return counters_[static_cast<std::size_t>(cpu)];
+  }
+  const level_counters& counters(int cpu, std::size_t level) const noexcept {
+    return level_counters_[static_cast<std::size_t>(cpu)][level];
   }
 
  private:
+  void queue_insert(runqueue& q, sched_entity* se) noexcept;
+  void queue_remove(runqueue& q, sched_entity* se) noexcept;
+  sched_entity* queue_first(runqueue& q) noexcept;
+  void update_curr(runqueue& q, std::int64_t now) noexcept;
+  void update_load(runqueue& q, std::int64_t now) noexcept;
+  void update_min_vruntime(runqueue& q) noexcept;
+  std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
+  void publish(runqueue& q) noexcept;
+  void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
+  fiber_view view_of(const sched_entity& se, std::int64_t now, bool hot_check) const noexcept;
+
   domain_tree domains_;
   std::unique_ptr<usched::policy> policy_;
+  engine_config cfg_;
+  bool fair_;
   std::unique_ptr<runqueue[]> rqs_;
-  std::unique_ptr<balance_counters[]> counters_;
+  std::vector<std::vector<sd_balance_state>> sd_state_;
+  std::unique_ptr<cpu_counters[]> counters_;
+  std::vector<std::unique_ptr<level_counters[]>> level_counters_;
 };
 
 }  // namespace usched::detail

@@ -76,6 +76,30 @@ options options::from_env() {
     o.pin = parse_number("USCHED_PIN", v, 0, 1, "0 (do not pin workers) or 1 (pin)") == 1;
   }
   if (const char* v = env("USCHED_LOG")) o.log_level = v;
+  if (const char* v = env("USCHED_STATS")) {
+    const std::string s(v);
+    if (s == "0") {
+      o.stats = options::stats_output::none;
+    } else if (s == "1") {
+      o.stats = options::stats_output::table;
+    } else if (s == "json") {
+      o.stats = options::stats_output::json;
+    } else {
+      throw config_error("USCHED_STATS='" + s + "' is not valid: expected 0, 1 (a table) or json");
+    }
+  }
+  if (const char* v = env("USCHED_CFS_LATENCY_US")) {
+    o.cfs_latency = std::chrono::microseconds(parse_number(
+        "USCHED_CFS_LATENCY_US", v, 100, 10'000'000, "a period in microseconds, 100..10000000"));
+  }
+  if (const char* v = env("USCHED_CFS_MIN_GRANULARITY_US")) {
+    o.cfs_min_granularity = std::chrono::microseconds(parse_number(
+        "USCHED_CFS_MIN_GRANULARITY_US", v, 10, 10'000'000, "a time in microseconds, 10..10000000"));
+  }
+  if (const char* v = env("USCHED_CFS_WAKEUP_GRANULARITY_US")) {
+    o.cfs_wakeup_granularity = std::chrono::microseconds(parse_number(
+        "USCHED_CFS_WAKEUP_GRANULARITY_US", v, 0, 10'000'000, "a time in microseconds, 0..10000000"));
+  }
   return o;
 }
 

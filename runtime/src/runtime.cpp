@@ -6,6 +6,7 @@
 #include <boost/context/detail/fcontext.hpp>
 
 #include <cassert>
+#include <cstdio>
 #include <exception>
 #include <new>
 #include <ostream>
@@ -66,6 +67,20 @@ std::size_t round_to_page(std::size_t v) {
   return (v + page - 1) / page * page;
 }
 
+// The scheduler tick: how often a running worker does its periodic work
+// (load tracking of the running fiber, periodic balance), like HZ=1000.
+constexpr std::int64_t tick_period_ns = 1'000'000;
+
+engine_config engine_config_of(const options& o) {
+  engine_config c;
+  c.fifo_slice_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.slice).count();
+  c.sched_latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_latency).count();
+  c.min_granularity_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_min_granularity).count();
+  c.wakeup_granularity_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_wakeup_granularity).count();
+  return c;
+}
+
 [[noreturn]] void report_detached_exception(fiber* f) noexcept {
   std::string what = "unknown exception";
   try {
@@ -89,11 +104,12 @@ runtime_impl::runtime_impl(options opts)
       topo_(topology::load(opts_.topology)),
       places_(topo_.place_workers(opts_.workers, to_detail(opts_.unit))),
       log_(make_logger(opts_.log_level)),
-      engine_(build_domains(places_), make_policy(opts_.policy)),
+      engine_(build_domains(places_), make_policy(opts_.policy), engine_config_of(opts_)),
       pool_(round_to_page(opts_.stack_size)) {
   unit_ = to_detail(opts_.unit);
   pinned_ = opts_.pin && topo_.pinnable();
-  slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(opts_.slice.count()) * tsc_per_us());
+  cycles_per_ns_ = tsc_per_us() / 1000.0;
+  tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(tick_period_ns) * cycles_per_ns_);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
   install_overflow_handler();
 
@@ -121,6 +137,12 @@ runtime_impl::~runtime_impl() {
   stopping_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) w->notify();
   for (auto& w : workers_) w->join();
+  if (opts_.stats != options::stats_output::none) {
+    const runtime_stats st = stats();
+    const std::string text = opts_.stats == options::stats_output::json ? st.to_json() : st.to_table();
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+  }
   log_->flush();
 }
 
@@ -136,10 +158,11 @@ std::string runtime_impl::describe() const {
   return s;
 }
 
-std::vector<worker_stats> runtime_impl::stats() const {
-  std::vector<worker_stats> out;
-  out.reserve(workers_.size());
-  for (const auto& w : workers_) out.push_back(w->stats());
+runtime_stats runtime_impl::stats() const {
+  runtime_stats out;
+  out.policy = std::string(engine_.policy().name());
+  out.workers.reserve(workers_.size());
+  for (const auto& w : workers_) out.workers.push_back(w->stats());
   return out;
 }
 
@@ -187,12 +210,20 @@ void runtime_impl::discard(fiber* f) noexcept {
   }
 }
 
-void runtime_impl::start(fiber* f, task_base* task, int pin) {
+void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts) {
   f->rt = this;
   f->id = next_id_.fetch_add(1, std::memory_order_relaxed);
   f->task = task;
-  f->pinned = pin;
+  f->pinned = opts.pin;
+  f->preferred_node = opts.numa_node;
+  f->weight = opts.weight;
   f->cpu = -1;
+  f->on_rq.store(false, std::memory_order_relaxed);
+  f->wake_pending = false;
+  f->vruntime = 0;
+  f->sum_exec = 0;
+  f->prev_sum_exec = 0;
+  f->exec_start = 0;
   f->refs.store(2, std::memory_order_relaxed);
   f->done.store(false, std::memory_order_relaxed);
   f->detached = false;
@@ -204,14 +235,18 @@ void runtime_impl::start(fiber* f, task_base* task, int pin) {
 }
 
 void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
+  // Woken before it finished blocking: it keeps its place on its worker.
+  if (kind == placement_kind::wake && engine_.wake_running(f)) return;
   worker* w = local_worker();
+  const std::int64_t now = now_ns();
   std::vector<cpu_snapshot> external_scratch;
   const int cpu = engine_.select_cpu(kind, *f, w ? w->index() : -1,
                                      w ? w->next_random() : external_random(),
-                                     w ? w->scratch() : external_scratch);
+                                     w ? w->scratch() : external_scratch, now);
   // Publish (a seq_cst store of the queue count), then check the park word:
   // paired with the parker's announce-then-check in worker::idle_wait().
-  const unsigned queued = engine_.enqueue(cpu, f, 0);
+  const unsigned queued = engine_.enqueue(
+      cpu, f, kind == placement_kind::spawn ? enqueue_kind::spawn : enqueue_kind::wakeup, now);
   worker_at(cpu).notify();
   if (queued > 0 && engine_.policy().pulls_when_idle() &&
       !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
@@ -219,9 +254,7 @@ void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
   }
 }
 
-// kick_idle(): work is queued behind a busy worker and the policy lets idle
-// workers pull it. If nobody is spinning (a spinner will find it), wake one
-// parked worker so it can balance; one is enough, it wakes no others.
+// One parked worker is enough: it balances, and wakes no others.
 void runtime_impl::kick_idle(int busy_cpu) noexcept {
   if (nr_spinning.load(std::memory_order_seq_cst) > 0) return;
   if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
@@ -328,6 +361,11 @@ runtime_impl* runtime_of_current_fiber() noexcept {
   return w && w->current_fiber() ? &w->rt() : nullptr;
 }
 
+// The kernel's weights for nice 19 and nice -20: the range a fiber's weight
+// may take.
+constexpr unsigned min_weight = 15;
+constexpr unsigned max_weight = 88761;
+
 fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
                           const spawn_options& opts) {
   if (opts.pin < -1 || opts.pin >= static_cast<int>(rt.nr_workers())) {
@@ -335,13 +373,23 @@ fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
                                 " is out of range: allowed -1 (unpinned) or 0.." +
                                 std::to_string(rt.nr_workers() - 1));
   }
+  if (opts.numa_node < -1 || opts.numa_node >= static_cast<int>(rt.topo().nr_numa_nodes())) {
+    throw std::invalid_argument("spawn_options::numa_node=" + std::to_string(opts.numa_node) +
+                                " is out of range: allowed -1 (none) or 0.." +
+                                std::to_string(static_cast<int>(rt.topo().nr_numa_nodes()) - 1));
+  }
+  if (opts.weight < min_weight || opts.weight > max_weight) {
+    throw std::invalid_argument("spawn_options::weight=" + std::to_string(opts.weight) +
+                                " is out of range: allowed " + std::to_string(min_weight) + ".." +
+                                std::to_string(max_weight) + " (1024 is the default)");
+  }
   return rt.allocate(size, align);
 }
 
 void discard_fiber(runtime_impl& rt, fiber* f) noexcept { rt.discard(f); }
 
 void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts) {
-  rt.start(f, task, opts.pin);
+  rt.start(f, task, opts);
 }
 
 void join_fiber(fiber* f) {
@@ -401,7 +449,7 @@ runtime::~runtime() = default;
 unsigned runtime::workers() const noexcept { return impl_->nr_workers(); }
 const options& runtime::config() const noexcept { return impl_->config(); }
 std::string runtime::describe() const { return impl_->describe(); }
-std::vector<worker_stats> runtime::stats() const { return impl_->stats(); }
+runtime_stats runtime::stats() const { return impl_->stats(); }
 
 namespace this_fiber {
 
@@ -441,7 +489,7 @@ int worker_index() noexcept {
 
 void preempt_point() noexcept {
   detail::worker* w = detail::worker_of_this_thread();
-  if (w && w->current_fiber() && w->slice_expired()) w->yield_current();
+  if (w && w->current_fiber()) w->preempt_check();
 }
 
 }  // namespace this_fiber

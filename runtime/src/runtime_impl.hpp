@@ -70,8 +70,10 @@ class worker {
   void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns);
   // exit_current() leaves the finished running fiber forever.
   [[noreturn]] void exit_current();
-  // slice_expired(): has the running fiber used up its slice?
-  bool slice_expired() const noexcept;
+  // preempt_check() is this_fiber::preempt_point(): run the tick if it is
+  // due, and yield if a wake-up asked for it or the slice is used up while
+  // others wait.
+  void preempt_check();
   std::uint64_t next_random() noexcept;
   std::vector<cpu_snapshot>& scratch() noexcept { return scratch_; }
   // Fiber pool cache of this worker.
@@ -94,6 +96,9 @@ class worker {
   bool has_other_work() const noexcept;
   void run_timers(std::int64_t now);
   void switch_to(fiber* next, bool prev_exits);
+  void start_slice() noexcept;
+  void tick(std::int64_t now);
+  void account_idle_busy(bool becoming_idle) noexcept;
   void finish_switch(bctx::fcontext_t from) noexcept;
   static void fiber_entry(bctx::transfer_t t);
 
@@ -106,7 +111,10 @@ class worker {
   fiber* current_ = &idle_;  // what runs now
   fiber* pending_prev_ = nullptr;  // the context being switched away from
   bool pending_exit_ = false;      // ... and whether it has finished for good
-  std::uint64_t slice_start_ = 0;  // cycles() when current_ was switched in
+  std::uint64_t slice_start_ = 0;  // cycles() when current_'s slice began
+  std::uint64_t slice_cycles_ = 0; // its length
+  std::uint64_t next_tick_cycles_ = 0;
+  std::int64_t phase_start_ns_ = 0;  // when the worker last went idle or busy
 
   std::vector<timer_entry> timers_;  // min-heap by deadline, touched only by this worker
   std::vector<cpu_snapshot> scratch_;
@@ -120,6 +128,8 @@ class worker {
   // runtime::stats() may read them from another thread at any time.
   stat_counter fibers_run_;
   stat_counter parks_;
+  stat_counter idle_ns_;
+  stat_counter busy_ns_;
 };
 
 class runtime_impl {
@@ -134,8 +144,9 @@ class runtime_impl {
   spdlog::logger& log() noexcept { return *log_; }
   stack_pool& pool() noexcept { return pool_; }
   std::string describe() const;
-  std::vector<worker_stats> stats() const;
-  std::uint64_t slice_cycles() const noexcept { return slice_cycles_; }
+  runtime_stats stats() const;
+  double cycles_per_ns() const noexcept { return cycles_per_ns_; }
+  std::uint64_t tick_cycles() const noexcept { return tick_cycles_; }
   std::int64_t spin_ns() const noexcept { return spin_ns_; }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_seq_cst); }
   const topology& topo() const noexcept { return topo_; }
@@ -148,7 +159,7 @@ class runtime_impl {
 
   fiber_slot allocate(std::size_t size, std::size_t align);
   void discard(fiber* f) noexcept;
-  void start(fiber* f, task_base* task, int pin);
+  void start(fiber* f, task_base* task, const spawn_options& opts);
 
   // schedule() places a runnable fiber (placement by policy unless pinned)
   // and wakes whoever must run it.
@@ -158,11 +169,15 @@ class runtime_impl {
   // drop_ref() releases one reference; the last one recycles the fiber.
   void drop_ref(fiber* f) noexcept;
 
+  // kick_idle(): work is queued behind the busy worker `busy_cpu` and the
+  // policy lets idle workers pull it. If nobody is spinning (a spinner will
+  // find it), wake one parked worker so it can balance.
+  void kick_idle(int busy_cpu) noexcept;
+
   std::atomic<int> nr_spinning{0};
   std::atomic<int> nr_parked{0};
 
  private:
-  void kick_idle(int busy_cpu) noexcept;
   std::uint64_t external_random() noexcept;
 
   options opts_;
@@ -173,7 +188,8 @@ class runtime_impl {
   stack_pool pool_;
   worker_unit unit_ = worker_unit::pu;
   bool pinned_ = false;
-  std::uint64_t slice_cycles_ = 0;
+  double cycles_per_ns_ = 1.0;
+  std::uint64_t tick_cycles_ = 0;
   std::int64_t spin_ns_ = 0;
   std::vector<std::unique_ptr<worker>> workers_;
 

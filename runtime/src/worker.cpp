@@ -64,9 +64,6 @@ void worker::join() {
 
 std::uint64_t worker::next_random() noexcept { return splitmix64(rng_); }
 
-bool worker::slice_expired() const noexcept {
-  return cycles() - slice_start_ >= rt_.slice_cycles();
-}
 
 fiber* worker::take_fiber() {
   if (!fiber_cache_.empty()) {
@@ -88,14 +85,48 @@ void worker::give_fiber(fiber* f) {
   fiber_cache_.push_back(f);
 }
 
+void worker::account_idle_busy(bool becoming_idle) noexcept {
+  const std::int64_t now = now_ns();
+  const std::int64_t spent = now - phase_start_ns_;
+  if (becoming_idle) {
+    busy_ns_.add(static_cast<std::uint64_t>(spent));
+  } else {
+    idle_ns_.add(static_cast<std::uint64_t>(spent));
+  }
+  phase_start_ns_ = now;
+}
+
 worker_stats worker::stats() const noexcept {
   worker_stats s;
+  const engine& e = rt_.eng();
   s.fibers_run = fibers_run_;
   s.parks = parks_;
-  const balance_counters& c = rt_.eng().counters(index_);
+  s.idle_ns = idle_ns_;
+  s.busy_ns = busy_ns_;
+  const cpu_counters& c = e.counters(index_);
   s.newidle_attempts = c.newidle_attempts;
   s.newidle_pulls = c.newidle_pulls;
   s.fibers_pulled = c.fibers_pulled;
+  s.wake_prev = c.wake_prev;
+  s.wake_idle_sibling = c.wake_idle_sibling;
+  s.wake_other = c.wake_other;
+  s.wakeup_preemptions = c.wakeup_preemptions;
+  const auto& chain = e.domains().per_cpu[static_cast<std::size_t>(index_)];
+  for (std::size_t l = 0; l < chain.size(); ++l) {
+    const level_counters& lc = e.counters(index_, l);
+    domain_level_stats d;
+    d.level = to_string(chain[l].level);
+    d.attempts = lc.attempts;
+    d.balanced = lc.balanced;
+    d.successes = lc.successes;
+    d.failures = lc.failures;
+    d.moved_load = lc.moved[static_cast<std::size_t>(migration_type::migrate_load)];
+    d.moved_util = lc.moved[static_cast<std::size_t>(migration_type::migrate_util)];
+    d.moved_task = lc.moved[static_cast<std::size_t>(migration_type::migrate_task)];
+    d.moved_misfit = lc.moved[static_cast<std::size_t>(migration_type::migrate_misfit)];
+    d.odd_picks = lc.odd_picks;
+    s.levels.push_back(std::move(d));
+  }
   return s;
 }
 
@@ -119,10 +150,11 @@ void worker::switch_to(fiber* next, bool prev_exits) {
     fibers_run_.add();
   }
   next->on_cpu.store(true, std::memory_order_relaxed);
+  if ((prev == &idle_) != (next == &idle_)) account_idle_busy(next == &idle_);
   current_ = next;
   pending_prev_ = prev;
   pending_exit_ = prev_exits;
-  slice_start_ = cycles();
+  if (next != &idle_) start_slice();
   bctx::transfer_t t = jump(prev->ctx, next->ctx, this, prev_exits);
   // Resumed, possibly on another worker: that worker passed itself as data.
   static_cast<worker*>(t.data)->finish_switch(t.fctx);
@@ -153,13 +185,15 @@ void worker::fiber_entry(bctx::transfer_t t) {
 
 void worker::yield_current() {
   fiber* self = current_;
-  if (!timers_.empty()) run_timers(now_ns());
-  sched_entity* next = rt_.eng().yield_swap(index_, self, 0);
-  if (!next) {
-    slice_start_ = cycles();
+  engine& e = rt_.eng();
+  const std::int64_t now = e.fair() || !timers_.empty() ? now_ns() : 0;
+  if (!timers_.empty()) run_timers(now);
+  auto* next = static_cast<fiber*>(e.pick_next(index_, self, prev_action::requeue, now));
+  if (next == self) {
+    start_slice();
     return;
   }
-  switch_to(static_cast<fiber*>(next), false);
+  switch_to(next, false);
 }
 
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
@@ -167,17 +201,53 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
     timers_.push_back({deadline_ns, self, token});
     std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
   }
-  if (!timers_.empty()) run_timers(now_ns());
-  fiber* next = static_cast<fiber*>(rt_.eng().pick_next(index_, 0));
-  // A waker may already have queued this very fiber here: keep running.
-  if (next == self) return;
+  const std::int64_t now = now_ns();
+  run_timers(now);
+  auto* next = static_cast<fiber*>(rt_.eng().pick_next(index_, self, prev_action::block, now));
+  // A wake-up that arrived before we got here turned the block into a
+  // requeue; if nothing else is queued, we are picked again: keep running.
+  if (next == self) {
+    start_slice();
+    return;
+  }
   switch_to(next ? next : &idle_, false);
 }
 
 void worker::exit_current() {
-  fiber* next = static_cast<fiber*>(rt_.eng().pick_next(index_, 0));
+  auto* next = static_cast<fiber*>(rt_.eng().pick_next(index_, current_, prev_action::exit, now_ns()));
   switch_to(next ? next : &idle_, true);
   __builtin_unreachable();
+}
+
+void worker::start_slice() noexcept {
+  slice_start_ = cycles();
+  const std::int64_t slice_ns =
+      rt_.eng().fair() ? rt_.eng().rq(index_).slice_ns : rt_.eng().config().fifo_slice_ns;
+  slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(slice_ns) * rt_.cycles_per_ns());
+}
+
+void worker::preempt_check() {
+  const std::uint64_t now_c = cycles();
+  if (now_c >= next_tick_cycles_) tick(now_ns());
+  const runqueue& q = rt_.eng().rq(index_);
+  if (q.need_resched.load(std::memory_order_relaxed) ||
+      (now_c - slice_start_ >= slice_cycles_ && q.nr_queued.load(std::memory_order_relaxed) != 0)) {
+    yield_current();
+  }
+}
+
+// tick(): the worker's periodic work (the scheduler tick): load tracking of
+// the running fiber, the periodic balance of due domain levels, and the
+// userspace analogue of the kernel's nohz idle-balance kick: a busy worker
+// with fibers queued behind it wakes a parked worker, which then balances
+// for itself.
+void worker::tick(std::int64_t now) {
+  engine& e = rt_.eng();
+  next_tick_cycles_ = cycles() + rt_.tick_cycles();
+  e.tick(index_, now, next_random(), scratch_);
+  if (e.policy().balances_periodically() && e.rq(index_).nr_queued.load(std::memory_order_relaxed) > 0) {
+    rt_.kick_idle(index_);
+  }
 }
 
 // ---- timers ----------------------------------------------------------------
@@ -195,11 +265,12 @@ void worker::run_timers(std::int64_t now) {
 // ---- idle ------------------------------------------------------------------
 
 fiber* worker::find_work(std::int64_t now) {
+  engine& e = rt_.eng();
   if (!timers_.empty()) run_timers(now);
-  if (auto* f = rt_.eng().pick_next(index_, now)) return static_cast<fiber*>(f);
-  if (rt_.eng().policy().pulls_when_idle() &&
-      rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
-    return static_cast<fiber*>(rt_.eng().pick_next(index_, now));
+  if (cycles() >= next_tick_cycles_) tick(now);
+  if (auto* f = e.pick_next(index_, nullptr, prev_action::requeue, now)) return static_cast<fiber*>(f);
+  if (e.policy().pulls_when_idle() && e.newidle_balance(index_, now, next_random(), scratch_) > 0) {
+    return static_cast<fiber*>(e.pick_next(index_, nullptr, prev_action::requeue, now));
   }
   return nullptr;
 }
@@ -293,13 +364,12 @@ void worker::main() {
       pthread_attr_destroy(&attr);
     }
   }
-  runqueue& q = rt_.eng().rq(index_);
+  phase_start_ns_ = now_ns();
+  next_tick_cycles_ = cycles() + rt_.tick_cycles();
   for (;;) {
     fiber* next = find_work(now_ns());
     if (next) {
-      q.idle.store(false, std::memory_order_relaxed);
       switch_to(next, false);
-      q.idle.store(true, std::memory_order_relaxed);
       continue;
     }
     if (rt_.stopping()) break;

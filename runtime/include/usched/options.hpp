@@ -48,6 +48,21 @@ struct options {
   // Pin workers to their PUs (USCHED_PIN=0 disables).
   bool pin = true;
 
+  // CFS-family local discipline (ignored by FIFO policies). The period over
+  // which every runnable fiber should run once (sched_latency), the least a
+  // fiber runs before the slice can end (min_granularity), and how much
+  // smaller a woken fiber's vruntime must be to preempt the running one
+  // (wakeup_granularity). Defaults: the kernel's for 8+ CPUs (24 ms, 3 ms);
+  // the wake-up granularity is its unscaled 1 ms.
+  std::chrono::microseconds cfs_latency{24000};
+  std::chrono::microseconds cfs_min_granularity{3000};
+  std::chrono::microseconds cfs_wakeup_granularity{1000};
+
+  // Print statistics to stderr when the runtime shuts down (USCHED_STATS):
+  // none, a readable table (`1`), or one JSON document (`json`).
+  enum class stats_output { none, table, json };
+  stats_output stats = stats_output::none;
+
   // spdlog level of the runtime's logger (USCHED_LOG): trace, debug, info,
   // warn, error, critical or off. At info the runtime logs its topology,
   // domain tree and policy when it starts.

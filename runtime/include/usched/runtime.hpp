@@ -13,15 +13,47 @@
 
 namespace usched {
 
-// Counters of one worker, read with runtime::stats().
+// Balancing counters of one domain level of one worker.
+struct domain_level_stats {
+  std::string level;             // "SMT", "LLC", "NODE", "PKG", "NUMA", "SYS"
+  std::uint64_t attempts = 0;    // balance passes at this level (newly-idle and periodic)
+  std::uint64_t balanced = 0;    // passes that found nothing to do
+  std::uint64_t successes = 0;   // passes that moved at least one fiber
+  std::uint64_t failures = 0;    // passes that found an imbalance but moved nothing
+  std::uint64_t moved_load = 0;  // fibers moved by migration type
+  std::uint64_t moved_util = 0;
+  std::uint64_t moved_task = 0;
+  std::uint64_t moved_misfit = 0;
+  // Busiest group picked without a stacked worker over one with (seeds/003's
+  // dbg_odd_cnt); counted by the policies that report it.
+  std::uint64_t odd_picks = 0;
+};
+
+// Counters of one worker.
 struct worker_stats {
-  std::uint64_t fibers_run = 0;        // context switches into a fiber
-  std::uint64_t spawned = 0;           // fibers placed on this worker at spawn
-  std::uint64_t woken = 0;             // fibers placed on this worker at wake-up
-  std::uint64_t newidle_attempts = 0;  // newly-idle balance passes
-  std::uint64_t newidle_pulls = 0;     // passes that pulled at least one fiber
-  std::uint64_t fibers_pulled = 0;     // fibers moved onto this worker by balancing
-  std::uint64_t parks = 0;             // times the worker parked on its futex
+  std::uint64_t fibers_run = 0;          // context switches into a fiber
+  std::uint64_t parks = 0;               // times the worker parked on its futex
+  std::uint64_t idle_ns = 0;             // time in its idle loop (spinning or parked)
+  std::uint64_t busy_ns = 0;             // time running fibers
+  std::uint64_t newidle_attempts = 0;    // newly-idle balance passes
+  std::uint64_t newidle_pulls = 0;       // passes that pulled at least one fiber
+  std::uint64_t fibers_pulled = 0;       // fibers moved onto this worker by balancing
+  std::uint64_t wake_prev = 0;           // wake-ups it placed on the fiber's previous worker
+  std::uint64_t wake_idle_sibling = 0;   // ... on another idle worker sharing that LLC
+  std::uint64_t wake_other = 0;          // ... anywhere else
+  std::uint64_t wakeup_preemptions = 0;  // arrivals that asked its running fiber to yield
+  std::vector<domain_level_stats> levels;  // its domain chain, narrowest first
+};
+
+// Everything runtime::stats() reports.
+struct runtime_stats {
+  std::string policy;
+  std::vector<worker_stats> workers;
+
+  // A readable table (what USCHED_STATS=1 prints) and one JSON document
+  // (USCHED_STATS=json).
+  std::string to_table() const;
+  std::string to_json() const;
 };
 
 // runtime owns a set of workers (OS threads, pinned one per PU or core) and
@@ -63,8 +95,8 @@ class runtime {
   const options& config() const noexcept;
   // Multi-line description: topology, domain tree, policy.
   std::string describe() const;
-  // A snapshot of every worker's counters, indexed by worker.
-  std::vector<worker_stats> stats() const;
+  // A snapshot of every worker's counters.
+  runtime_stats stats() const;
 
  private:
   std::unique_ptr<detail::runtime_impl> impl_;
