@@ -98,13 +98,13 @@ int main(int argc, char** argv) try {
   const unsigned n = static_cast<unsigned>(results.front().slices_per_worker.size());
   std::printf("%d CPU-bound fibers x %d slices of %lld us, all spawned on one worker; %u workers\n\n",
               fibers, slices_per_fiber, static_cast<long long>(slice_work.count()), n);
-  std::printf("%-8s %9s %7s  %-30s %9s %7s\n", "policy", "wall (s)", "ratio", "slices run per worker",
+  std::printf("%-18s %9s %7s  %-30s %9s %7s\n", "policy", "wall (s)", "ratio", "slices run per worker",
               "migrated", "pulled");
   const double base_time = results.front().seconds;
   for (const auto& r : results) {
     std::string spread;
     for (unsigned w = 0; w < n; ++w) spread += (w ? " " : "") + std::to_string(r.slices_per_worker[w]);
-    std::printf("%-8s %9.3f %6.2fx  %-30s %6u/%d %7llu\n", r.policy.c_str(), r.seconds,
+    std::printf("%-18s %9.3f %6.2fx  %-30s %6u/%d %7llu\n", r.policy.c_str(), r.seconds,
                 r.seconds / base_time, spread.c_str(), r.migrated, fibers,
                 static_cast<unsigned long long>(r.pulled));
   }

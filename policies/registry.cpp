@@ -4,6 +4,7 @@
 
 #include <usched/error.hpp>
 
+#include "cfs_family.hpp"
 #include "policy.hpp"
 
 namespace usched {
@@ -14,6 +15,23 @@ std::unique_ptr<policy> make_steal_policy();
 namespace {
 
 constexpr std::array policies{
+    policy_info{"cfs", "CFS as of v5.10 with the LLC spread fix (seeds/000); the default",
+                &make_cfs_policy},
+    policy_info{"cfs-v5.9", "CFS v5.9: migrate_util at every level, fibers stay stacked (seeds/000)",
+                &make_cfs_v59_policy},
+    policy_info{"cfs-v5.9-weight1",
+                "v5.9 + candidate A: migrate_util only when the busiest group has >1 worker (seeds/000)",
+                &make_cfs_v59_single_cpu_spread_policy},
+    policy_info{"cfs-v5.9-idle",
+                "v5.9 + candidate C: no util check when the puller is idle (seeds/000)",
+                &make_cfs_v59_idle_skips_util_policy},
+    policy_info{"cfs-v5.9-failshift",
+                "v5.9 + candidate B: util >> nr_balance_failed in detach (seeds/000)",
+                &make_cfs_v59_util_shift_policy},
+    policy_info{"cfs-blocked-load", "cfs, busiest group by load including blocked load (seeds/003)",
+                &make_cfs_blocked_load_policy},
+    policy_info{"cfs-numa-mel", "cfs with Mel Gorman's NUMA idle-worker rule, maymove only (seeds/002)",
+                &make_cfs_numa_mel_policy},
     policy_info{"none", "no balancing: a fiber runs where it was spawned and returns to its last worker",
                 &make_none_policy},
     policy_info{"steal", "randomized work stealing: an idle worker takes half of a victim's queue (Go, Tokio)",

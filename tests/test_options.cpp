@@ -48,7 +48,7 @@ std::string env_error(const char* name, const char* value) {
 
 TEST_CASE("options: defaults", "[options]") {
   const usched::options o;
-  CHECK(o.policy == "steal");
+  CHECK(o.policy == "cfs");
   CHECK(o.workers == 0);
   CHECK(o.unit == usched::worker_unit::pu);
   CHECK(o.slice == std::chrono::microseconds(3000));
@@ -81,7 +81,9 @@ TEST_CASE("options: the environment fills the struct", "[options]") {
 TEST_CASE("options: an unknown policy names the value and lists the registry", "[options][bad-input]") {
   const auto msg = env_error("USCHED_POLICY", "fifo");
   CHECK(one_line(msg));
-  CHECK(msg == "USCHED_POLICY='fifo' is not a registered policy; choose one of: none, steal");
+  CHECK(msg ==
+        "USCHED_POLICY='fifo' is not a registered policy; choose one of: cfs, cfs-v5.9, "
+        "cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, cfs-blocked-load, cfs-numa-mel, none, steal");
   usched::options o;
   o.policy = "fifo";
   CHECK_THROWS_WITH(usched::runtime(o), msg);

@@ -221,7 +221,7 @@ TEST_CASE("domains: one worker per PU on an SMT machine", "[topology]") {
     CHECK(groups_of(chain[2]) == group_list{range(0, 7), range(8, 15)});
     CHECK(chain[2].local_group == 0);
     CHECK(chain[2].flags == 0);
-    CHECK(chain[2].imbalance_pct == 125);
+    CHECK(chain[2].imbalance_pct == 117);
     CHECK(chain[2].min_interval_ms == 16);
     CHECK(chain[2].max_interval_ms == 32);
 
@@ -232,7 +232,7 @@ TEST_CASE("domains: one worker per PU on an SMT machine", "[topology]") {
     CHECK(chain[3].local_group == 0);
     CHECK(chain[3].flags == 0);
     CHECK_FALSE(chain[3].has_flag(usched::SD_NUMA));
-    CHECK(chain[3].imbalance_pct == 125);
+    CHECK(chain[3].imbalance_pct == 117);
     CHECK(chain[3].groups[1].capacity == 16 * capacity_scale);
   }
   SECTION("worker 13") {
@@ -306,14 +306,14 @@ TEST_CASE("domains: two NUMA nodes make the machine level NUMA", "[topology]") {
   CHECK(groups_of(chain[0]) == group_list{{4}, {5}, {6}, {7}});
   CHECK(chain[0].local_group == 2);
   CHECK(chain[0].flags == 0);
-  CHECK(chain[0].imbalance_pct == 125);
+  CHECK(chain[0].imbalance_pct == 117);
 
   CHECK(chain[1].level == sd_level::numa);
   CHECK(chain[1].span == range(0, 7));
   CHECK(groups_of(chain[1]) == group_list{range(0, 3), range(4, 7)});
   CHECK(chain[1].local_group == 1);
   CHECK(chain[1].flags == usched::SD_NUMA);
-  CHECK(chain[1].imbalance_pct == 125);
+  CHECK(chain[1].imbalance_pct == 117);
 }
 
 TEST_CASE("domains: a NUMA node inside a package gets a NODE level", "[topology]") {
@@ -337,7 +337,7 @@ TEST_CASE("domains: a NUMA node inside a package gets a NODE level", "[topology]
   CHECK(chain[2].level == sd_level::pkg);
   CHECK(chain[2].span == range(0, 7));
   CHECK(chain[2].flags == usched::SD_NUMA);
-  CHECK(chain[2].imbalance_pct == 125);
+  CHECK(chain[2].imbalance_pct == 117);
 }
 
 TEST_CASE("domains: fewer workers than PUs drop the degenerate levels", "[topology]") {

@@ -22,11 +22,11 @@ using detail::worker_place;
 using cpu_list = std::vector<int>;
 
 // Tunables of the kernel's sd_init() (v5.10): imbalance_pct is 110 on SMT
-// levels, 117 on levels sharing a cache and 125 (the default) wider up,
-// NUMA included.
+// levels and 117 everywhere else (v5.9 had 125 above the LLC; the CFS
+// policies that reproduce v5.9 apply that themselves, cfs_features.hpp).
 constexpr unsigned smt_imbalance_pct = 110;
 constexpr unsigned llc_imbalance_pct = 117;
-constexpr unsigned default_imbalance_pct = 125;
+constexpr unsigned default_imbalance_pct = 117;
 // min_interval = span weight (ms), max_interval = 2 * span weight.
 constexpr unsigned max_interval_per_min = 2;
 // The busy-balance interval multiplier: 16, the kernel's value since it was

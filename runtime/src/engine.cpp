@@ -419,10 +419,10 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
   env.src_capacity = domains_.cpu_capacity.empty()
                          ? capacity_scale
                          : domains_.cpu_capacity[static_cast<std::size_t>(decision.busiest)];
-  // Hot fibers stay unless the level keeps failing (can_migrate_task); SMT
-  // siblings share caches, so nothing is hot between them (task_hot()).
-  const bool hot_check = fair_ && sd && !sd->has_flag(SD_SHARE_CPUCAPACITY) &&
-                         nr_balance_failed <= env.cache_nice_tries;
+  // Whether a fiber is cache-hot (it ran less than the migration cost ago);
+  // the policy decides what that means. SMT siblings share every cache, so
+  // nothing is hot between them (task_hot()).
+  const bool hot_check = fair_ && sd && !sd->has_flag(SD_SHARE_CPUCAPACITY);
   unsigned n = 0;
   src.lock.lock();
   if (tracks_load()) {
@@ -439,10 +439,6 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
     }
     if (tracks_load()) pelt_update(se->avg, now, se->weight, true, false);
     const fiber_view v = view_of(*se, now, hot_check);
-    if (v.cache_hot) {
-      se = next;
-      continue;
-    }
     const detach_verdict verdict = policy_->can_detach(v, env);
     if (!verdict.take) {
       se = next;

@@ -108,6 +108,7 @@ runtime_impl::runtime_impl(options opts)
       pool_(round_to_page(opts_.stack_size)) {
   unit_ = to_detail(opts_.unit);
   pinned_ = opts_.pin && topo_.pinnable();
+  oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
   cycles_per_ns_ = tsc_per_us() / 1000.0;
   tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(tick_period_ns) * cycles_per_ns_);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();

@@ -115,6 +115,7 @@ class worker {
   std::uint64_t slice_cycles_ = 0; // its length
   std::uint64_t next_tick_cycles_ = 0;
   std::int64_t phase_start_ns_ = 0;  // when the worker last went idle or busy
+  std::int64_t last_idle_kick_ns_ = 0;
 
   std::vector<timer_entry> timers_;  // min-heap by deadline, touched only by this worker
   std::vector<cpu_snapshot> scratch_;
@@ -153,6 +154,8 @@ class runtime_impl {
   worker_unit unit() const noexcept { return unit_; }
   // Whether workers pin themselves (the topology fits this host).
   bool pinned() const noexcept { return pinned_; }
+  // More workers than this host has hardware threads.
+  bool oversubscribed() const noexcept { return oversubscribed_; }
 
   // The worker of this runtime the calling thread is, or null.
   worker* local_worker() const noexcept;
@@ -188,6 +191,7 @@ class runtime_impl {
   stack_pool pool_;
   worker_unit unit_ = worker_unit::pu;
   bool pinned_ = false;
+  bool oversubscribed_ = false;
   double cycles_per_ns_ = 1.0;
   std::uint64_t tick_cycles_ = 0;
   std::int64_t spin_ns_ = 0;

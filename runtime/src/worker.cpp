@@ -39,6 +39,11 @@ constexpr unsigned spin_poll_iterations = 64;
 // preempted by the kernel in the middle of the switch).
 constexpr unsigned on_cpu_spins_before_yield = 1024;
 
+// How often a busy worker with queued fibers may wake a parked one to
+// balance (the kernel kicks its nohz idle balancer at most once per jiffy;
+// 4 ms is a jiffy at HZ=250).
+constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
+
 std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -245,7 +250,9 @@ void worker::tick(std::int64_t now) {
   engine& e = rt_.eng();
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
   e.tick(index_, now, next_random(), scratch_);
-  if (e.policy().balances_periodically() && e.rq(index_).nr_queued.load(std::memory_order_relaxed) > 0) {
+  if (e.policy().balances_periodically() && e.rq(index_).nr_queued.load(std::memory_order_relaxed) > 0 &&
+      now - last_idle_kick_ns_ >= idle_kick_interval_ns) {
+    last_idle_kick_ns_ = now;
     rt_.kick_idle(index_);
   }
 }
@@ -310,6 +317,9 @@ void worker::idle_wait() {
         break;
       }
       if (now >= spin_until) break;
+      // With more workers than hardware threads, a spinning worker takes
+      // the CPU from one that has work; let the OS run that one.
+      if (rt_.oversubscribed()) sched_yield();
     }
     cpu_relax();
   }
@@ -320,11 +330,16 @@ void worker::idle_wait() {
   // seeing the announcement is seen here; one that queues after sees the
   // announcement and wakes us. Every access on both sides of this hand-shake
   // is seq_cst, so in their single total order one side reads the other's
-  // write (the pusher: runqueue::push_back, then notify()).
+  // write (the pusher: runqueue insert, then notify()). Work queued
+  // elsewhere only cancels the park if this worker can actually pull it: a
+  // policy may refuse (cfs-v5.9 does, by design), and an idle worker that
+  // cannot pull must sleep, not spin.
   park_word_.store(1, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_add(1, std::memory_order_seq_cst);
-  const bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping() ||
-                    (pulls && has_other_work());
+  bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping();
+  if (!work && pulls && has_other_work()) {
+    work = rt_.eng().newidle_balance(index_, now_ns(), next_random(), scratch_) > 0;
+  }
   if (!work) {
     std::int64_t timeout = -1;
     if (!timers_.empty()) timeout = std::max<std::int64_t>(0, timers_.front().deadline - now_ns());

@@ -22,7 +22,7 @@ enum class worker_unit {
 struct options {
   // Load-balancing policy by registered name (USCHED_POLICY). See
   // usched::policy_names() or docs/policies/.
-  std::string policy = "steal";
+  std::string policy = "cfs";
 
   // Number of workers (USCHED_WORKERS: a number, `pus` or `cores`). 0 means one
   // per unit of `unit`. Must not exceed the units of the topology in use.

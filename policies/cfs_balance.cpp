@@ -1,0 +1,653 @@
+// cfs_balance.cpp: the v5.9/v5.10 CFS load balancer as pure functions (see
+// cfs_balance.hpp). Written from kernel/sched/fair.c at 16b0a7a1a0af (v5.10
+// with the seeds/000 fix) and the v5.9 differences, in the kernel's order.
+#include "cfs_balance.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+namespace usched::cfs {
+
+namespace {
+
+// imbalance_pct is a percentage of this: 117 tolerates 17% above the other
+// side before calling it an imbalance.
+constexpr unsigned long percent = 100;
+
+// A worker running this many fibers or more has one waiting behind the
+// running one: "stacked". seeds/003's debug counter looked for a CPU with
+// more than one schbench thread.
+constexpr unsigned stacked_nr_running = 2;
+
+// The largest shift of a load or util by nr_balance_failed that is defined
+// on a 64-bit long; beyond it everything has shifted out anyway.
+constexpr unsigned max_failure_shift = 63;
+
+// The kernel's fits_capacity(): `util` fits `capacity` with a 20% margin
+// (util * 1280 < capacity * 1024).
+constexpr unsigned long fits_capacity_margin = 1280;
+
+bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
+  return util * fits_capacity_margin < capacity * capacity_scale;
+}
+
+// capacity_scale-scaled ratio of a load to a capacity. A capacity of 0
+// cannot come from a real worker (capacity_of() is never 0); a hand-built
+// snapshot that has one counts as capacity 1, as the kernel's
+// update_cpu_capacity() would make it.
+unsigned long scaled(unsigned long load, unsigned long capacity) noexcept {
+  return load * capacity_scale / std::max(capacity, 1UL);
+}
+
+// check_cpu_capacity(): the worker's capacity is noticeably reduced by side
+// activity (below capacity_orig by the pct margin). Workers have no
+// capacity_orig in the snapshot; every worker's original capacity is
+// capacity_scale (domain_tree::cpu_capacity), so that is the reference.
+bool check_cpu_capacity(const cpu_snapshot& cpu, unsigned pct) noexcept {
+  return cpu.capacity * pct < capacity_scale * percent;
+}
+
+// The highest capacity of a worker of `group`: the kernel's
+// sgc->max_capacity.
+unsigned long max_capacity(const balance_request& req, const sched_group& group) {
+  unsigned long max = 0;
+  for (const int cpu : group.cpus) {
+    max = std::max(max, req.cpus[static_cast<std::size_t>(cpu)].capacity);
+  }
+  return max;
+}
+
+bool has_stacked_cpu(const balance_request& req, const sched_group& group) {
+  return std::any_of(group.cpus.begin(), group.cpus.end(), [&](int cpu) {
+    return req.cpus[static_cast<std::size_t>(cpu)].nr_running >= stacked_nr_running;
+  });
+}
+
+bool contains(const sched_group& group, int cpu) {
+  return std::find(group.cpus.begin(), group.cpus.end(), cpu) != group.cpus.end();
+}
+
+}  // namespace
+
+unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept {
+  return features.group_load_includes_blocked ? cpu.load_avg : cpu.runnable_load;
+}
+
+sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& group, bool local,
+                               unsigned pct, const cfs_features& features) {
+  sg_lb_stats sgs;
+  for (const int i : group.cpus) {
+    assert(i >= 0 && static_cast<std::size_t>(i) < req.cpus.size());
+    const cpu_snapshot& rq = req.cpus[static_cast<std::size_t>(i)];
+    sgs.group_load += cpu_load(rq, features);
+    sgs.group_util += rq.util_avg;
+    sgs.group_runnable += rq.runnable_avg;
+    sgs.sum_h_nr_running += rq.nr_running;
+    sgs.sum_nr_running += rq.nr_running;
+    sgs.group_capacity += rq.capacity;
+    if (rq.nr_running == 0 && rq.idle) {
+      // An idle worker cannot hold a misfit fiber.
+      ++sgs.idle_cpus;
+      continue;
+    }
+    // A misfit fiber on the destination's own group cannot be helped by
+    // pulling it to the destination.
+    if (local) {
+      continue;
+    }
+    sgs.group_misfit_task_load = std::max(sgs.group_misfit_task_load, rq.misfit_task_load);
+  }
+  sgs.group_weight = static_cast<unsigned>(group.cpus.size());
+  sgs.type = group_classify(pct, sgs);
+  // Only overloaded groups compare by load; has_spare and fully_busy ones
+  // compare by idle workers and fiber counts, so avg_load stays 0 for them.
+  if (sgs.type == group_type::overloaded) {
+    sgs.avg_load = scaled(sgs.group_load, sgs.group_capacity);
+  }
+  return sgs;
+}
+
+bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
+  if (sgs.sum_nr_running < sgs.group_weight) {
+    return true;
+  }
+  // The pct margin keeps a group that is only just under capacity from
+  // flapping between has_spare and fully_busy: 1% of spare capacity is no
+  // room for a fiber.
+  if (sgs.group_capacity * pct < sgs.group_runnable * percent) {
+    return false;
+  }
+  if (sgs.group_capacity * percent > sgs.group_util * pct) {
+    return true;
+  }
+  return false;
+}
+
+bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept {
+  if (sgs.sum_nr_running <= sgs.group_weight) {
+    return false;
+  }
+  if (sgs.group_capacity * percent < sgs.group_util * pct) {
+    return true;
+  }
+  if (sgs.group_capacity * pct < sgs.group_runnable * percent) {
+    return true;
+  }
+  return false;
+}
+
+group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept {
+  if (group_is_overloaded(pct, sgs)) {
+    return group_type::overloaded;
+  }
+  // The kernel checks sg_imbalanced() (group_imbalanced) and the asym
+  // packing flag (group_asym_packing) here; usched tracks neither.
+  if (sgs.group_misfit_task_load != 0) {
+    return group_type::misfit_task;
+  }
+  if (!group_has_capacity(pct, sgs)) {
+    return group_type::fully_busy;
+  }
+  return group_type::has_spare;
+}
+
+bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, std::size_t group,
+                            const sg_lb_stats& sgs) {
+  const sg_lb_stats& busiest = sds.busiest_stat;
+
+  // Nothing to pull.
+  if (sgs.sum_h_nr_running == 0) {
+    return false;
+  }
+
+  // A misfit fiber is worth pulling only to a group with spare room and
+  // bigger workers; otherwise it would be just as misfit here.
+  if (sgs.type == group_type::misfit_task) {
+    if (sds.local < 0 || sds.local_stat.type != group_type::has_spare) {
+      return false;
+    }
+    const auto& groups = req.sd->groups;
+    const unsigned long local_max = max_capacity(req, groups[static_cast<std::size_t>(sds.local)]);
+    if (!fits_capacity(max_capacity(req, groups[group]), local_max)) {
+      return false;
+    }
+  }
+
+  if (sgs.type > busiest.type) {
+    return true;
+  }
+  if (sgs.type < busiest.type) {
+    return false;
+  }
+
+  switch (sgs.type) {
+    case group_type::overloaded:
+      // The overloaded group with the highest average load.
+      if (sgs.avg_load <= busiest.avg_load) {
+        return false;
+      }
+      break;
+    case group_type::imbalanced:
+      // No way to rank imbalanced groups: the first one stays.
+      return false;
+    case group_type::asym_packing:
+      // The kernel prefers the group whose preferred CPU has the lowest
+      // priority; without asym packing there is no priority, the first stays.
+      return false;
+    case group_type::misfit_task:
+      // The biggest misfit.
+      if (sgs.group_misfit_task_load < busiest.group_misfit_task_load) {
+        return false;
+      }
+      break;
+    case group_type::fully_busy:
+      // The kernel means "highest avg_load", but avg_load is not computed
+      // for fully_busy groups (always 0), so the first one stays.
+      if (sgs.avg_load <= busiest.avg_load) {
+        return false;
+      }
+      break;
+    case group_type::has_spare:
+      // The fewest idle workers, then the most fibers: idle workers are
+      // what the destination can fill, which spare capacity alone hides.
+      if (sgs.idle_cpus > busiest.idle_cpus) {
+        return false;
+      }
+      if (sgs.idle_cpus == busiest.idle_cpus && sgs.sum_nr_running <= busiest.sum_nr_running) {
+        return false;
+      }
+      break;
+  }
+  // The kernel's SD_ASYM_CPUCAPACITY test (do not pull a not-overloaded
+  // group onto smaller CPUs) needs a flag usched's domains do not have.
+  return true;
+}
+
+sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& features) {
+  assert(req.sd != nullptr);
+  const sched_domain& sd = *req.sd;
+  const unsigned pct = features.imbalance_pct(sd);
+  sd_lb_stats sds;
+  sds.prefer_sibling = req.prefer_sibling;
+
+  const std::size_t n = sd.groups.size();
+  for (std::size_t g = 0; g < n; ++g) {
+    if (contains(sd.groups[g], req.this_cpu)) {
+      sds.local = static_cast<int>(g);
+      break;
+    }
+  }
+
+  // The kernel's ring of groups starts at the local group and continues in
+  // ascending order of first worker, wrapping; update_sd_pick_busiest()
+  // keeps the first of equals, so the order is part of the behaviour.
+  const std::size_t first = sds.local >= 0 ? static_cast<std::size_t>(sds.local) : 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t g = (first + k) % n;
+    const bool local = static_cast<int>(g) == sds.local;
+    const sg_lb_stats sgs = update_sg_lb_stats(req, sd.groups[g], local, pct, features);
+    if (local) {
+      sds.local_stat = sgs;
+    } else if (update_sd_pick_busiest(req, sds, g, sgs)) {
+      sds.busiest = static_cast<int>(g);
+      sds.busiest_stat = sgs;
+    }
+    sds.total_load += sgs.group_load;
+    sds.total_capacity += sgs.group_capacity;
+  }
+  return sds;
+}
+
+long adjust_numa_imbalance(long imbalance, unsigned nr_running, unsigned imbalance_min) noexcept {
+  if (imbalance_min == 0) {
+    return imbalance;
+  }
+  // A pair of communicating fibers on an otherwise idle node stays there:
+  // moving one costs remote memory accesses and buys nothing.
+  if (nr_running <= imbalance_min) {
+    return 0;
+  }
+  return imbalance;
+}
+
+// Decision table of find_busiest_group() and calculate_imbalance() together
+// (fair.c prints the first half, transposed, above find_busiest_group()).
+// Rows: the local group's type. Columns: the busiest group's type.
+//
+//  local \ busiest | has_spare | fully_busy | misfit  | asym_pack | imbalanced | overloaded
+//  ----------------+-----------+------------+---------+-----------+------------+-----------
+//  has_spare       | nr|idle a | nr|idle a  | misfit  | task(all) | task(1)    | util b
+//  fully_busy      | balanced  | balanced c | N/A d   | task(all) | task(1)    | load e
+//  misfit_task     | N/A: a local group never reports a misfit fiber
+//  asym_packing    | N/A: the destination's own group is never the one to pack from
+//  imbalanced      | balanced  | balanced   | N/A d   | task(all) | task(1)    | load e
+//  overloaded      | balanced  | balanced   | N/A d   | task(all) | task(1)    | load f
+//
+//  balanced   no decision; where not footnoted, the local group is the busier one.
+//  nr         migrate_task, (busiest.sum_nr_running - local.sum_nr_running) / 2, floored
+//             at 0, when busiest has one worker or the child level prefers siblings;
+//  idle       otherwise migrate_task, (local.idle_cpus - busiest.idle_cpus) / 2, floored
+//             at 0. On SD_NUMA domains either is 0 while busiest runs at most
+//             numa_imbalance_min fibers (adjust_numa_imbalance). 0 is balanced.
+//  misfit     migrate_misfit, 1 (picked as busiest only when the local group has spare
+//             room and bigger workers).
+//  task(all)  migrate_task, busiest.sum_h_nr_running.  task(1): migrate_task, 1.
+//  util       migrate_util, the local spare capacity max(capacity, util) - util; an idle
+//             destination facing none takes task(1) instead.
+//  load       migrate_load, min((busiest.avg - sd.avg) * busiest.capacity,
+//             (sd.avg - local.avg) * local.capacity) / 1024, each difference floored at 0.
+//  a  prefer_sibling and busiest.sum_nr_running > local.sum_nr_running + 1: forced, even
+//     on a busy destination. Otherwise only an idle destination pulls (CPU_NOT_IDLE:
+//     balanced), only if busiest has one worker or local.idle_cpus > busiest.idle_cpus
+//     + 1, and only if busiest has more than one fiber.
+//  b  util in v5.9, and in v5.10 above the LLC. nr|idle (as a, no gates) in domains
+//     sharing a cache (SD_SHARE_PKG_RESOURCES) with features.llc_migrate_task (the
+//     seeds/000 fix), and with candidate A (util_only_if_busiest_multi_cpu) when busiest
+//     has one worker.
+//  c  past the gates of a, calculate_imbalance finds local.avg_load >= busiest.avg_load,
+//     which is 0 (not computed for fully_busy): always balanced.
+//  d  not picked as busiest: the local group has no spare room.
+//  e  local.avg_load = local load per capacity; balanced if >= busiest.avg_load, else load.
+//  f  balanced if local.avg >= busiest.avg, or local.avg >= the domain's average, or
+//     100 * busiest.avg <= imbalance_pct * local.avg; else load.
+lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
+                                 const cfs_features& features) {
+  assert(sds.busiest >= 0);
+  const sched_domain& sd = *req.sd;
+  sg_lb_stats& local = sds.local_stat;
+  const sg_lb_stats& busiest = sds.busiest_stat;
+
+  if (busiest.type == group_type::misfit_task) {
+    return {migration_type::migrate_misfit, 1};
+  }
+  if (busiest.type == group_type::asym_packing) {
+    // Pack everything onto the preferred CPU.
+    return {migration_type::migrate_task, static_cast<long>(busiest.sum_h_nr_running)};
+  }
+  if (busiest.type == group_type::imbalanced) {
+    // Group averages lie when pinning skews a group: move any one fiber and
+    // let the next pass rebalance.
+    return {migration_type::migrate_task, 1};
+  }
+
+  // Use the spare capacity of the local group without overloading it or
+  // emptying the busiest.
+  if (local.type == group_type::has_spare) {
+    bool fill_spare_capacity = busiest.type > group_type::fully_busy;
+    // seeds/000, the fix that landed: inside a cache the wake-up path moves
+    // fibers around freely (select_idle_sibling ignores capacity), so the
+    // balancer counts fibers there too. Counting util left a queued hog
+    // behind a busy worker while a sibling idled: util lags, and one hog's
+    // util exceeds the few percent of spare capacity an idle sibling of a
+    // busy worker shows.
+    if (features.llc_migrate_task && sd.has_flag(SD_SHARE_PKG_RESOURCES)) {
+      fill_spare_capacity = false;
+    }
+    // seeds/000, candidate A: between single workers, spread by count.
+    // Helps where groups are single workers; not on SMT machines, whose
+    // LLC groups are cores (busiest group_weight 2).
+    if (features.util_only_if_busiest_multi_cpu && busiest.group_weight <= 1) {
+      fill_spare_capacity = false;
+    }
+    if (fill_spare_capacity) {
+      // Busiest is overloaded: fill local's spare capacity. That may leave
+      // busiest overloaded or make it spare, but there is no simple way to
+      // compute the exact load to move.
+      lb_imbalance out{migration_type::migrate_util,
+                       static_cast<long>(std::max(local.group_capacity, local.group_util) -
+                                         local.group_util)};
+      // Local util can sit at capacity right after a migration or a long
+      // run even though this worker is (newly) idle, while busiest has a
+      // waiting fiber: pull one.
+      if (req.idle != cpu_idle_type::not_idle && out.imbalance == 0) {
+        out = {migration_type::migrate_task, 1};
+      }
+      return out;
+    }
+
+    lb_imbalance out{migration_type::migrate_task, 0};
+    if (busiest.group_weight == 1 || sds.prefer_sibling) {
+      // Spread the fibers evenly over the groups.
+      const unsigned nr_diff = busiest.sum_nr_running > local.sum_nr_running
+                                   ? busiest.sum_nr_running - local.sum_nr_running
+                                   : 0;
+      out.imbalance = static_cast<long>(nr_diff >> 1);
+    } else {
+      // No overload to fix: even out the idle workers. The kernel subtracts
+      // unsigned counts before flooring at 0, which would wrap if local had
+      // fewer idle workers; the difference is floored here first.
+      const long idle_diff =
+          static_cast<long>(local.idle_cpus) - static_cast<long>(busiest.idle_cpus);
+      out.imbalance = std::max(0L, idle_diff) >> 1;
+    }
+    if (sd.has_flag(SD_NUMA)) {
+      out.imbalance = adjust_numa_imbalance(out.imbalance, busiest.sum_nr_running,
+                                            features.numa_imbalance_min);
+    }
+    return out;
+  }
+
+  // Local is fully busy (or imbalanced) and must take load to relieve the
+  // busiest: it will become overloaded, so the load averages count now.
+  if (local.type < group_type::overloaded) {
+    local.avg_load = scaled(local.group_load, local.group_capacity);
+    sds.avg_load = scaled(sds.total_load, sds.total_capacity);
+    if (local.avg_load >= busiest.avg_load) {
+      return {migration_type::migrate_load, 0};
+    }
+  }
+
+  // Both groups are or will be overloaded: bring both towards the domain's
+  // average without pushing local above it or busiest below it.
+  // Deviation from the kernel: fair.c subtracts unsigned longs here. The
+  // checks before make both differences positive with two groups, but with
+  // more groups the domain's average can fall outside [local, busiest] and
+  // the kernel's subtraction would wrap to a huge imbalance; each difference
+  // is floored at 0 instead (no pull).
+  const unsigned long above = busiest.avg_load > sds.avg_load ? busiest.avg_load - sds.avg_load : 0;
+  const unsigned long below = sds.avg_load > local.avg_load ? sds.avg_load - local.avg_load : 0;
+  const unsigned long load =
+      std::min(above * busiest.group_capacity, below * local.group_capacity) / capacity_scale;
+  return {migration_type::migrate_load, static_cast<long>(load)};
+}
+
+lb_imbalance find_imbalance(const balance_request& req, sd_lb_stats& sds,
+                            const cfs_features& features) {
+  const lb_imbalance balanced{};
+  if (sds.busiest < 0) {
+    return balanced;
+  }
+  const sg_lb_stats& local = sds.local_stat;
+  const sg_lb_stats& busiest = sds.busiest_stat;
+
+  // Misfit fibers are dealt with whatever the loads; asym packing bypasses
+  // the load checks; an imbalanced group's averages are skewed by pinning,
+  // so the checks below, which assume all things equal, do not apply.
+  if (busiest.type == group_type::misfit_task || busiest.type == group_type::asym_packing ||
+      busiest.type == group_type::imbalanced) {
+    return calculate_imbalance(req, sds, features);
+  }
+
+  // The local group is busier than the busiest: do not pull.
+  if (local.type > busiest.type) {
+    return balanced;
+  }
+
+  // Between overloaded groups, fairness between fibers: average load.
+  if (local.type == group_type::overloaded) {
+    if (local.avg_load >= busiest.avg_load) {
+      return balanced;
+    }
+    sds.avg_load = scaled(sds.total_load, sds.total_capacity);
+    // Already above the domain's average.
+    if (local.avg_load >= sds.avg_load) {
+      return balanced;
+    }
+    // Only a difference beyond imbalance_pct is worth a migration.
+    if (percent * busiest.avg_load <= features.imbalance_pct(*req.sd) * local.avg_load) {
+      return balanced;
+    }
+  }
+
+  // The child level prefers siblings: move every excess fiber to the
+  // group with room, even from a busy destination.
+  if (sds.prefer_sibling && local.type == group_type::has_spare &&
+      busiest.sum_nr_running > local.sum_nr_running + 1) {
+    return calculate_imbalance(req, sds, features);
+  }
+
+  if (busiest.type != group_type::overloaded) {
+    // Busiest is not overloaded (so neither is local) but this worker is
+    // busy: leave the pull to an idle worker.
+    if (req.idle == cpu_idle_type::not_idle) {
+      return balanced;
+    }
+    // An idle-worker difference of one is no imbalance: moving a fiber
+    // would only move the difference to the other group. Applies only to
+    // groups of more than one worker.
+    if (busiest.group_weight > 1 && local.idle_cpus <= busiest.idle_cpus + 1) {
+      return balanced;
+    }
+    // Busiest has no fiber waiting.
+    if (busiest.sum_h_nr_running == 1) {
+      return balanced;
+    }
+  }
+  return calculate_imbalance(req, sds, features);
+}
+
+int find_busiest_queue(const balance_request& req, const sched_group& group, migration_type type,
+                       long imbalance, const cfs_features& features) {
+  const unsigned pct = features.imbalance_pct(*req.sd);
+  int busiest = -1;
+  unsigned long busiest_util = 0;
+  unsigned long busiest_load = 0;
+  unsigned long busiest_capacity = 1;
+  unsigned busiest_nr = 0;
+
+  for (const int i : group.cpus) {
+    assert(i >= 0 && static_cast<std::size_t>(i) < req.cpus.size());
+    const cpu_snapshot& rq = req.cpus[static_cast<std::size_t>(i)];
+    const unsigned long capacity = rq.capacity;
+    const unsigned nr_running = rq.nr_running;
+    // The kernel skips, on SD_ASYM_CPUCAPACITY domains, a bigger worker
+    // running a single fiber; usched's domains have no such flag.
+    switch (type) {
+      case migration_type::migrate_load: {
+        // The same load as the group statistics counted, not scaled by
+        // capacity here: it is compared with the imbalance.
+        const unsigned long load = cpu_load(rq, features);
+        // A worker running one fiber heavier than the whole imbalance would
+        // only swap the imbalance around, unless its capacity is reduced
+        // and the fiber runs better elsewhere.
+        if (nr_running == 1 && imbalance >= 0 && load > static_cast<unsigned long>(imbalance) &&
+            !check_cpu_capacity(rq, pct)) {
+          break;
+        }
+        // The highest load per capacity, cross-multiplied:
+        // load_i / capacity_i > load_j / capacity_j.
+        if (load * busiest_capacity > busiest_load * capacity) {
+          busiest_load = load;
+          busiest_capacity = capacity;
+          busiest = i;
+        }
+        break;
+      }
+      case migration_type::migrate_util:
+        // A worker with one fiber: whatever its util, detaching would fail
+        // (the running fiber cannot be taken).
+        if (nr_running <= 1) {
+          break;
+        }
+        if (busiest_util < rq.util_avg) {
+          busiest_util = rq.util_avg;
+          busiest = i;
+        }
+        break;
+      case migration_type::migrate_task:
+        if (busiest_nr < nr_running) {
+          busiest_nr = nr_running;
+          busiest = i;
+        }
+        break;
+      case migration_type::migrate_misfit:
+        // The biggest misfit fiber.
+        if (rq.misfit_task_load > busiest_load) {
+          busiest_load = rq.misfit_task_load;
+          busiest = i;
+        }
+        break;
+    }
+  }
+  return busiest;
+}
+
+balance_decision find_busiest_group(const balance_request& req, const cfs_features& features) {
+  balance_decision decision;
+  if (req.sd == nullptr) {
+    return decision;
+  }
+  sd_lb_stats sds = update_sd_lb_stats(req, features);
+  // The kernel's should_we_balance() refuses a destination outside the
+  // domain.
+  if (sds.local < 0) {
+    return decision;
+  }
+  decision.local_type = sds.local_stat.type;
+  if (sds.busiest < 0) {
+    return decision;
+  }
+  decision.busiest_type = sds.busiest_stat.type;
+
+  const lb_imbalance imb = find_imbalance(req, sds, features);
+  decision.type = imb.type;
+  if (imb.imbalance <= 0) {
+    return decision;
+  }
+  const sched_group& group = req.sd->groups[static_cast<std::size_t>(sds.busiest)];
+  const int queue = find_busiest_queue(req, group, imb.type, imb.imbalance, features);
+  if (queue < 0) {
+    return decision;
+  }
+  decision.busiest = queue;
+  decision.imbalance = imb.imbalance;
+  return decision;
+}
+
+detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
+                          const cfs_features& features) {
+  // can_migrate_task(): a fiber that ran on its worker within the migration
+  // cost still has its cache there; leave it unless balancing at this level
+  // keeps failing. (Pinned and running fibers are the engine's to skip.)
+  const bool balance_keeps_failing = env.nr_balance_failed > env.cache_nice_tries;
+  if (fiber.cache_hot && !balance_keeps_failing) {
+    return {};
+  }
+
+  const unsigned shift = std::min(env.nr_balance_failed, max_failure_shift);
+  switch (env.type) {
+    case migration_type::migrate_load: {
+      // A fiber's load can read 0 (a brand-new or long-blocked fiber); it
+      // still counts 1 so the imbalance shrinks and the pass ends.
+      const long load = fiber.load_avg > 0 ? static_cast<long>(fiber.load_avg) : 1;
+      if (features.v59_load_detach) {
+        // v5.9: do not move more than twice what is left, until balancing
+        // here has failed more than cache_nice_tries times.
+        if (load / 2 > env.imbalance && !balance_keeps_failing) {
+          return {};
+        }
+      } else if ((load >> shift) > env.imbalance) {
+        // v5.10: each failed attempt halves the fiber's apparent load, so a
+        // persistent imbalance eventually moves even a big fiber.
+        return {};
+      }
+      return {true, load};
+    }
+    case migration_type::migrate_util: {
+      const long util = static_cast<long>(fiber.util_avg);
+      // seeds/000, candidate C: an idle destination takes the fiber
+      // whatever its util (fixes the latency, but overrides util-based
+      // balancing at every level, which is why it did not land).
+      if (features.idle_skips_util_check && env.idle != cpu_idle_type::not_idle) {
+        return {true, util};
+      }
+      // seeds/000, candidate B: each failed attempt halves the fiber's
+      // apparent util, so a hog eventually fits the spare capacity.
+      const long apparent = features.util_shift_by_failures ? util >> shift : util;
+      if (apparent > env.imbalance) {
+        return {};
+      }
+      return {true, util};
+    }
+    case migration_type::migrate_task:
+      return {true, 1};
+    case migration_type::migrate_misfit:
+      // Not a misfit after all: it fits its worker.
+      if (fits_capacity(fiber.util_avg, env.src_capacity)) {
+        return {};
+      }
+      return {true, env.imbalance};
+  }
+  return {};
+}
+
+bool picked_group_without_stacked_cpu(const balance_request& req, const sd_lb_stats& sds) {
+  if (req.sd == nullptr || sds.busiest < 0) {
+    return false;
+  }
+  const auto& groups = req.sd->groups;
+  if (has_stacked_cpu(req, groups[static_cast<std::size_t>(sds.busiest)])) {
+    return false;
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (static_cast<int>(g) == sds.busiest || static_cast<int>(g) == sds.local) {
+      continue;
+    }
+    if (has_stacked_cpu(req, groups[g])) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace usched::cfs

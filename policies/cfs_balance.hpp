@@ -1,0 +1,178 @@
+// cfs_balance.hpp: the Linux CFS load balancer of v5.9/v5.10
+// (kernel/sched/fair.c: update_sg_lb_stats .. find_busiest_queue,
+// detach_tasks) as pure functions over plain structs, shared by every member
+// of the CFS policy family. The cfs_features switch between the variants the
+// seed threads argue about (seeds/000: v5.9, the LLC fix, candidates A, B and
+// C; seeds/003: whether blocked load counts).
+//
+// The pipeline, in the kernel's order and words:
+//
+//   update_sd_lb_stats          one sg_lb_stats per group (update_sg_lb_stats,
+//                               group_classify), the busiest group
+//                               (update_sd_pick_busiest), domain totals
+//   find_imbalance              find_busiest_group()'s decision points, then
+//                               calculate_imbalance(): how much, in what unit
+//   find_busiest_queue          the worker of the busiest group to pull from
+//   find_busiest_group          all of the above: one balance_decision
+//   can_detach                  detach_tasks()/can_migrate_task() for one fiber
+//
+// Every function reads only its arguments: no locks, no clock, no state
+// (DESIGN.md, seam 1). Worker indices are indices into balance_request::cpus,
+// as are the `cpus` of the domain's groups.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+
+#include "cfs_features.hpp"
+#include "domains.hpp"
+#include "policy.hpp"
+
+namespace usched::cfs {
+
+// Statistics of one group of a domain: the kernel's struct sg_lb_stats.
+// Loads, utilizations and capacities are 1024-scaled PELT sums over the
+// group's workers.
+struct sg_lb_stats {
+  // group_load * 1024 / group_capacity; computed only for overloaded groups
+  // (and for the local group by calculate_imbalance when it must take load).
+  unsigned long avg_load = 0;
+  unsigned long group_load = 0;      // Σ cpu_load(): runnable load, or load_avg (see cpu_load)
+  unsigned long group_capacity = 0;  // Σ capacity_of()
+  unsigned long group_util = 0;      // Σ cpu_util()
+  unsigned long group_runnable = 0;  // Σ cpu_runnable()
+  unsigned sum_nr_running = 0;       // Σ nr_running
+  // Σ cfs h_nr_running; every fiber is a "cfs task" here, so it equals
+  // sum_nr_running. Kept separate so the code reads like fair.c.
+  unsigned sum_h_nr_running = 0;
+  unsigned idle_cpus = 0;            // workers running nothing (nr_running == 0 and idle)
+  unsigned group_weight = 0;         // workers in the group
+  group_type type = group_type::has_spare;
+  unsigned long group_misfit_task_load = 0;  // biggest misfit load of a non-local group
+};
+
+// idle_cpus of the "no busiest yet" statistics, so that the first has_spare
+// group with fibers wins update_sd_pick_busiest() (the kernel's UINT_MAX).
+inline constexpr unsigned no_busiest_idle_cpus = std::numeric_limits<unsigned>::max();
+
+// Statistics of one domain: the kernel's struct sd_lb_stats.
+struct sd_lb_stats {
+  int busiest = -1;  // index in sd.groups of the busiest group, -1 = none
+  int local = -1;    // index in sd.groups of the group holding this_cpu, -1 = none
+  unsigned long total_load = 0;      // Σ group_load over every group, local included
+  unsigned long total_capacity = 0;  // Σ group_capacity over every group
+  // total_load * 1024 / total_capacity, computed only where the kernel does
+  // (when the local group is, or must become, overloaded).
+  unsigned long avg_load = 0;
+  bool prefer_sibling = false;  // the child level spreads to siblings (SD_PREFER_SIBLING)
+  // init_sd_lb_stats(): the worst possible busiest, so any group with a
+  // fiber beats it.
+  sg_lb_stats busiest_stat = {.idle_cpus = no_busiest_idle_cpus};
+  sg_lb_stats local_stat;
+};
+
+// The part of the kernel's lb_env that find_busiest_group() fills in: what
+// the imbalance is counted in and how much of it there is. imbalance <= 0
+// means balanced.
+struct lb_imbalance {
+  migration_type type = migration_type::migrate_task;
+  long imbalance = 0;
+
+  bool operator==(const lb_imbalance&) const = default;
+};
+
+// cpu_load() is the load of one worker as the balancer counts it: the
+// runnable load (queued and running fibers only, the pre-5.7 kernel's
+// runnable_load_avg), or load_avg, which also holds the decaying load of
+// fibers that blocked there, when features.group_load_includes_blocked
+// (seeds/003).
+unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept;
+
+// update_sg_lb_stats() sums the statistics of `group` of req.sd and
+// classifies it with imbalance_pct `pct`. `local` says the group holds
+// req.this_cpu: a local group never reports a misfit fiber. Requires every
+// worker of the group to index req.cpus.
+sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& group, bool local,
+                               unsigned pct, const cfs_features& features);
+
+// group_has_capacity() is true when the group could run more: fewer fibers
+// than workers, or runnable and util below capacity by the pct margin.
+bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept;
+
+// group_is_overloaded() is true when the group has more fibers than workers
+// and util or runnable exceed its capacity by the pct margin. Not the
+// negation of group_has_capacity(): a group with exactly one fiber per
+// worker is neither.
+bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept;
+
+// group_classify() returns the group's group_type from its statistics.
+// Only overloaded, misfit_task, fully_busy and has_spare come out of it:
+// usched keeps no sgc->imbalance flag (imbalanced) and no asym packing
+// (asym_packing), though the decision functions below handle both.
+group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept;
+
+// update_sd_pick_busiest() is true when group `group` of req.sd, with
+// statistics `sgs`, is busier than sds.busiest_stat. Requires sds.local and
+// sds.local_stat to be set (the kernel visits the local group first).
+bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, std::size_t group,
+                            const sg_lb_stats& sgs);
+
+// update_sd_lb_stats() gathers the statistics of every group of req.sd,
+// visiting them from the local group round the ring as the kernel does (ties
+// go to the group seen first), and picks the busiest. pct is
+// features.imbalance_pct(*req.sd); prefer_sibling comes from the request.
+// Requires req.sd; sds.local stays -1 when req.this_cpu is in no group.
+sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& features);
+
+// adjust_numa_imbalance() tolerates an imbalance between NUMA groups while
+// the busiest one runs at most `imbalance_min` fibers (a communicating pair
+// stays on its node): returns 0 then, `imbalance` otherwise. imbalance_min 0
+// turns the tolerance off.
+long adjust_numa_imbalance(long imbalance, unsigned nr_running, unsigned imbalance_min) noexcept;
+
+// calculate_imbalance() decides how much to pull from sds.busiest and in
+// which unit, once find_imbalance() decided to. Sets sds.local_stat.avg_load
+// and sds.avg_load where the kernel does. Requires sds.busiest >= 0.
+lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
+                                 const cfs_features& features);
+
+// find_imbalance() is find_busiest_group() after the statistics: the
+// decision points of the table above calculate_imbalance (in
+// cfs_balance.cpp), then calculate_imbalance() when they say "force". A
+// zero imbalance means balanced. Works on hand-built statistics too, which
+// is how the imbalanced and asym_packing cells are tested.
+lb_imbalance find_imbalance(const balance_request& req, sd_lb_stats& sds,
+                            const cfs_features& features);
+
+// find_busiest_queue() returns the worker of `group` to pull `imbalance`
+// units of `type` from, or -1 when none qualifies: the highest load per
+// capacity (a worker with one fiber heavier than the imbalance only if its
+// capacity is reduced), the highest util among workers with two fibers or
+// more, the first worker with the most fibers, or the biggest misfit.
+int find_busiest_queue(const balance_request& req, const sched_group& group, migration_type type,
+                       long imbalance, const cfs_features& features);
+
+// find_busiest_group() runs the whole pipeline for req.sd and returns the
+// worker to pull from, the migration type and the imbalance, with the group
+// types of the local and busiest groups for statistics. The decision is
+// empty (busiest -1, imbalance 0) when the domain is balanced or no worker
+// of the busiest group qualifies; local_type and busiest_type are still
+// filled in as far as they were found. req.sd == nullptr gives an empty
+// decision.
+balance_decision find_busiest_group(const balance_request& req, const cfs_features& features);
+
+// can_detach() decides whether one queued fiber may leave during a pull and
+// how much of env.imbalance it covers: the kernel's can_migrate_task()
+// cache-hot rule and detach_tasks() switch (v5.10), with the v5.9 load rule
+// and seeds/000 candidates B and C when the features ask for them.
+detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
+                          const cfs_features& features);
+
+// picked_group_without_stacked_cpu() is the seeds/003 `dbg_odd_cnt`
+// condition: true when the chosen busiest group has no worker running two
+// fibers or more while another non-local group has one, i.e. the balancer
+// looked past a stacked worker. The engine counts it. False when there is
+// no busiest group.
+bool picked_group_without_stacked_cpu(const balance_request& req, const sd_lb_stats& sds);
+
+}  // namespace usched::cfs

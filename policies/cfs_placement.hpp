@@ -1,0 +1,223 @@
+// cfs_placement.hpp: where a new or woken fiber goes, as the Linux CFS
+// scheduler (v5.10 kernel/sched/fair.c) decides it, written as pure functions
+// over a placement_request snapshot.
+//
+//   spawn:  select_task_rq -> find_idlest_cpu -> find_idlest_group
+//                                             -> find_idlest_group_cpu
+//   wake:   select_task_rq -> wake_affine (WA_IDLE, WA_WEIGHT, WA_BIAS)
+//                          -> select_idle_sibling (idle core, idle worker, idle SMT sibling)
+//   both:   a fiber with a preferred NUMA node that would land elsewhere
+//           -> task_numa_find_cpu on its preferred node (seeds/002)
+//
+// Everything here reads only the request (per-worker snapshots, the domain
+// tree, the fiber's signals) and the cfs_features; nothing locks, reads a
+// clock or touches a fiber (DESIGN.md, seam 1). Names follow the kernel so
+// that fair.c and the seed threads read across.
+//
+// Conventions shared by every function below:
+// * A worker is "idle" when its snapshot says it runs nothing and has nothing
+//   queued (idle && nr_running == 0): the kernel's available_idle_cpu().
+// * Worker indices outside [0, req.cpus.size()) count as "none".
+// * req.domains must describe as many workers as req.cpus holds; functions
+//   that need the tree and do not get a usable one fall back to the most
+//   local valid worker (documented per function).
+#pragma once
+
+#include "cfs_balance.hpp"
+#include "cfs_features.hpp"
+#include "policy.hpp"
+
+namespace usched::cfs {
+
+// The NUMA score of a fiber on its preferred node. The kernel's task_weight()
+// is 1000 x the task's share of NUMA hinting faults on a node; a fiber that
+// names a preferred node is taken to fault there only, so it scores the whole
+// 1000 there and 0 on any other node.
+inline constexpr long numa_score_preferred = 1000;
+
+// The kernel's SMALLIMP: a swap that improves the NUMA score by less than this
+// (or beats the best candidate by no more than half of it) is not worth the
+// migrations and ping-pong it causes.
+inline constexpr long small_numa_improvement = 30;
+
+// select_task_rq() is select_task_rq_fair(): the worker that should run the
+// fiber of `req`. Always returns a valid worker index of req.cpus (0 when the
+// request has no usable worker at all). Without a usable domain tree it
+// places locally: prev (else origin) for a wake, origin (else prev) for a
+// spawn.
+//
+// spawn: the kernel's fork balance, find_idlest_cpu() from the widest domain
+//   of req.origin. A spawn from outside the runtime (origin < 0) starts from
+//   worker 0's widest domain, which spans every worker, with no local group:
+//   the kernel's "local group skipped because of affinity" case, so each level
+//   simply returns its idlest group. Placing an outside spawn next to worker 0
+//   would invent a locality the spawner does not have.
+// wake: want_affine is always true. The kernel turns it off through
+//   wake_wide(), which needs per-waker wakee-flip counters over time; a pure
+//   placement function has no history, so every wake-up is treated as the
+//   1:1 producer/consumer case. When origin and prev differ and share a
+//   domain, wake_affine() on the narrowest such domain picks the target;
+//   then select_idle_sibling(prev, target). A wake with prev < 0 is treated
+//   as if the fiber last ran on origin (or worker 0).
+// NUMA: when the fiber has a preferred_node and the worker chosen above is on
+//   another node, task_numa_find_cpu() runs on the preferred node; a *move*
+//   it finds replaces the choice. A swap it finds is not used: a placement
+//   returns one worker and cannot send the other fiber back, and stacking the
+//   fiber on a busy worker whose fiber wants to leave is the opposite of what
+//   the swap was judged on.
+int select_task_rq(const placement_request& req, const cfs_features& f);
+
+// select_idle_sibling() returns an idle worker near `target` (the kernel's
+// function of the same name, v5.10), else target. In order: target if idle;
+// prev if idle and sharing target's last-level cache; the first fully idle
+// core of target's LLC (select_idle_core: every SMT sibling idle, scanning
+// from target and wrapping); the first idle worker of the LLC
+// (select_idle_cpu, same scan); an idle SMT sibling of target
+// (select_idle_smt). Never returns a worker outside target's LLC; with no
+// LLC domain above target (a cache of its own) the answer is target.
+// Not modelled: recent_used_cpu (needs per-fiber history), the per-CPU
+// kthread shortcut (no kthreads), the LLC's has_idle_cores hint (the scan is
+// done every time, which is what the hint approximates), and SIS_PROP (the
+// kernel bounds the select_idle_cpu scan by the waker's average idle time
+// over the measured scan cost; usched scans the whole LLC, which on the LLC
+// sizes usched runs on costs less than the measurement would).
+// Requires a valid target; prev may be -1.
+int select_idle_sibling(const placement_request& req, int prev, int target);
+
+// wake_affine() is the kernel's wake_affine(): whether the fiber woken by
+// `this_cpu` (the waker) should run near the waker instead of near
+// `prev_cpu`, judged within `sd`, a domain of this_cpu's chain that contains
+// both. Returns this_cpu or prev_cpu.
+//   WA_IDLE: an idle waker sharing prev's cache -> prev if prev is idle, else
+//     the waker (the wake-up came from an idle worker, e.g. a timer, so
+//     either cache is as warm). Sync wake-ups do not exist here, so the
+//     kernel's "sync and the waker runs alone" rule never fires.
+//   WA_WEIGHT with WA_BIAS: the waker side wins when
+//     (load(this) + load(fiber)) * 100 * capacity(prev)
+//       < load(prev) * (100 + (pct - 100) / 2) * capacity(this)
+//     with pct = f.imbalance_pct(sd). Worker load is runnable_load (queued
+//     and running fibers only), not the kernel's cpu_load() (load_avg, which
+//     includes blocked load): the kernel subtracts the wakee's load from
+//     cpu_load(prev) because its sleeping contribution still sits there;
+//     runnable_load never held it, so nothing is subtracted and blocked load
+//     of other sleeping fibers does not pose as demand (seeds/003).
+// Requires valid this_cpu and prev_cpu.
+int wake_affine(const placement_request& req, const sched_domain& sd, int this_cpu, int prev_cpu,
+                const cfs_features& f);
+
+// The statistics of one group as the spawn path sees it: the kernel's
+// sg_lb_stats filled by update_sg_wakeup_stats(). A new fiber contributes
+// nothing anywhere yet, so there is nothing "without p" to remove.
+struct wakeup_group_stats {
+  unsigned long group_load = 0;      // sum of load_avg (cpu_load(), blocked load included)
+  unsigned long group_util = 0;      // sum of util_avg
+  unsigned long group_runnable = 0;  // sum of runnable_avg
+  unsigned long group_capacity = 0;  // sum of the workers' capacity
+  unsigned long avg_load = 0;        // group_load * 1024 / capacity; only for fully_busy and overloaded
+  unsigned sum_nr_running = 0;
+  unsigned idle_cpus = 0;
+  unsigned group_weight = 0;  // number of workers
+  group_type type = group_type::has_spare;
+};
+
+// update_sg_wakeup_stats() sums the snapshots of g's workers and classifies
+// the group (group_classify with f.imbalance_pct(sd)): overloaded,
+// fully_busy or has_spare. misfit, imbalanced and asym_packing do not arise
+// on the spawn path (symmetric capacities, no pinning).
+wakeup_group_stats update_sg_wakeup_stats(const placement_request& req, const sched_domain& sd,
+                                          const sched_group& g, const cfs_features& f);
+
+// update_pick_idlest() is true when `candidate` should replace the current
+// `idlest` (the kernel's function, v5.10). A lower group type wins; within a
+// type: overloaded/fully_busy -> strictly lower avg_load; has_spare -> more
+// idle workers, and with f.idlest_util_tiebreak (seeds/004) equal idle
+// workers and strictly lower group_util; without it, equal idle workers keep
+// the first found.
+bool update_pick_idlest(const wakeup_group_stats& idlest, const wakeup_group_stats& candidate,
+                        const cfs_features& f);
+
+// find_idlest_group() returns the group of `sd` a new fiber should go to, or
+// nullptr to stay in the local group (the one holding this_cpu) and look at
+// the next lower level. this_cpu < 0 (or outside sd) means no local group:
+// the idlest group is returned as is. Groups are visited in the kernel's ring
+// order, starting at the local group and wrapping, which decides ties.
+// The local group is kept when it is idler by type, or of the same type and:
+//   overloaded/fully_busy: on SD_NUMA the idlest's avg_load + imbalance is
+//     at least local's; or the idlest is not lighter by more than imbalance
+//     (imbalance = 1024 * (pct - 100) / 100, 174 at 117); or
+//     100 * local.avg_load <= pct * idlest.avg_load.
+//   has_spare: on SD_NUMA the fiber prefers this_cpu's node, or (unless the
+//     idlest group's first worker is on the preferred node) local has an idle
+//     worker; then local has at least as many idle workers as the idlest.
+const sched_group* find_idlest_group(const placement_request& req, const sched_domain& sd,
+                                     int this_cpu, const cfs_features& f);
+
+// find_idlest_group_cpu() returns the worker of g that gets the fiber: the
+// first idle one (the kernel prefers the shallowest C-state, then the most
+// recently idled; workers have neither, so index order decides), else the
+// least loaded by load_avg (first of equals). A one-worker group is that
+// worker. Requires a non-empty g.
+int find_idlest_group_cpu(const placement_request& req, const sched_group& g, int this_cpu);
+
+// find_idlest_cpu() is the kernel's slow path: from this_cpu's widest domain
+// (worker 0's when this_cpu < 0, see select_task_rq) pick the idlest group,
+// its idlest worker, and continue in that worker's domains narrower than the
+// level just decided; when a level keeps the local group, continue one level
+// down. Returns the worker chosen last, this_cpu when nothing better was
+// found, and 0 for this_cpu < 0 on a runtime without domains.
+int find_idlest_cpu(const placement_request& req, int this_cpu, const cfs_features& f);
+
+// load_too_imbalanced() is the kernel's NUMA check: would moving load from
+// the source node to the destination node make the capacity-scaled
+// imbalance |dst * src_capacity - src * dst_capacity| larger than it was
+// before (with orig_src_load and orig_dst_load)? True = refuse the move.
+bool load_too_imbalanced(long src_load, long dst_load, long src_capacity, long dst_capacity,
+                         long orig_src_load, long orig_dst_load) noexcept;
+
+// adjust_numa_imbalance() is the balancer's (cfs_balance.hpp).
+
+// The outcome of a NUMA placement search. cpu < 0: nothing found. swap:
+// cpu runs a fiber that would go to the source node in exchange.
+struct numa_choice {
+  int cpu = -1;
+  bool swap = false;
+  long imp = 0;  // the improvement score of the choice
+};
+
+// task_numa_find_cpu() searches the workers of dst_node for the fiber of
+// `req`, which would otherwise run on src_node. The kernel's version
+// (task_numa_find_cpu + task_numa_compare, as seeds/002 left it) with these
+// mappings:
+// * Improvement. The kernel scores a node by the task's share of NUMA hinting
+//   faults there (task_weight, 0..1000). Fibers have no fault statistics; a
+//   fiber's score is numa_score_preferred on its preferred node and 0
+//   elsewhere. So moving the fiber to its preferred node is worth 1000, and
+//   a swap with the fiber running on a dst worker (curr_preferred_node) adds
+//   that fiber's own gain: +1000 if it prefers src_node, -1000 if it prefers
+//   dst_node, 0 otherwise.
+// * Loads. A node's load is the sum of its workers' runnable_load, its
+//   capacity the sum of their capacity. The fiber's load (req.fiber.load_avg)
+//   is counted on src_node, where it would otherwise be enqueued: a woken or
+//   new fiber is in no runnable_load yet. maymove = !load_too_imbalanced
+//   after moving that load to dst_node, computed once per search.
+// * Walk. dst_node's workers in index order:
+//   - idle worker: numa_rule mel takes it if maymove; srikar if maymove and
+//     the move's improvement is at least the best swap found so far. Taking
+//     it STOPS the search (seeds/002 patch 3: any idle worker is as good as
+//     another, and scanning further only to find a swap disturbs two
+//     fibers).
+//   - worker running a fiber: if a plain move is allowed and beats both the
+//     swap and the best so far, the fiber moves (to the node's first idle
+//     worker if any, else to select_idle_sibling around this worker) and the
+//     search stops, as in the kernel. Otherwise the swap is a candidate
+//     when its improvement is at least small_numa_improvement, beats the best
+//     by more than half of that, and the exchange of the two loads keeps the
+//     nodes balanced.
+//   - worker with queued fibers but none running: skipped (neither an idle
+//     destination nor a swap partner).
+// Returns {-1} when dst_node has no worker, equals src_node, or nothing
+// qualifies.
+numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int dst_node,
+                               const cfs_features& f);
+
+}  // namespace usched::cfs

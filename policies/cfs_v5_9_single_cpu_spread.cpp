@@ -1,0 +1,21 @@
+// cfs_v5_9_single_cpu_spread.cpp: `cfs-v5.9-weight1`, candidate fix A of
+// seeds/000 (Vincent Guittot's first patch): v5.9, except that migrate_util
+// is used only when the busiest group has more than one worker
+// (busiest->group_weight > 1); a busiest group of a single worker is
+// spread by nr_running.
+//
+// In the thread it fixed Vincent's hikey (groups of one CPU: p99 15120 us ->
+// 1310 us) but not Chris's machine, whose LLC groups are SMT cores of two
+// threads (group_weight 2): p99 stayed at 12656 us. usched shows the same
+// split: on topologies without SMT it spreads, with SMT it stays stacked.
+#include "cfs_family.hpp"
+
+namespace usched {
+
+std::unique_ptr<policy> make_cfs_v59_single_cpu_spread_policy() {
+  cfs_features f = cfs_v59_features();
+  f.util_only_if_busiest_multi_cpu = true;
+  return std::make_unique<cfs_policy>("cfs-v5.9-weight1", f);
+}
+
+}  // namespace usched
