@@ -166,3 +166,78 @@ TEST_CASE("engine: placement honours pins before asking the policy", "[engine]")
   se.pinned = -1;
   CHECK(e.select_cpu(usched::placement_kind::spawn, se, 0, 0, scratch, 0) == 0);
 }
+
+namespace {
+
+// The seeds/000 situation, driven tick by tick with an injected clock. Three
+// workers share an LLC; each ran a CPU-bound fiber alone for half a second
+// (every util near 1024). Then worker 1's fiber blocks: worker 1 goes idle
+// with its util still near capacity (the blocked fiber's share decays with
+// PELT's 32 ms half-life). At the same moment worker 2's fiber is woken onto
+// worker 0, behind that worker's own CPU-bound fiber, and worker 2 starts a
+// fresh one. Returns the number of 1 ms ticks until worker 1 runs a fiber
+// again (or `limit` if it does not within it).
+int run_stacking(engine& e, std::deque<sched_entity>& f, int limit) {
+  constexpr std::int64_t ms = 1'000'000;
+  std::vector<usched::cpu_snapshot> scratch;
+  std::int64_t now = 0;
+  for (int c = 0; c < 3; ++c) {
+    e.enqueue(c, &f[static_cast<std::size_t>(c)], enqueue_kind::spawn, now);
+    REQUIRE(e.pick_next(c, nullptr, prev_action::requeue, now) == &f[static_cast<std::size_t>(c)]);
+  }
+  for (; now < 500 * ms; now += ms) {
+    for (int c = 0; c < 3; ++c) e.tick(c, now, 1, scratch);
+  }
+  for (int c = 0; c < 3; ++c) CHECK(f[static_cast<std::size_t>(c)].avg.util_avg > 990);
+  REQUIRE(e.pick_next(1, &f[1], prev_action::block, now) == nullptr);
+  REQUIRE(e.pick_next(2, &f[2], prev_action::block, now) == nullptr);
+  e.enqueue(0, &f[2], enqueue_kind::wakeup, now);
+  e.enqueue(2, &f[3], enqueue_kind::spawn, now);
+  REQUIRE(e.pick_next(2, nullptr, prev_action::requeue, now) == &f[3]);
+  // Worker 1 has just gone idle: newly-idle balance, then its periodic
+  // (CPU_IDLE) balance every tick as the intervals allow.
+  int tick = 0;
+  bool spread = e.newidle_balance(1, now, 3, scratch) > 0;
+  while (!spread && tick < limit) {
+    now += ms;
+    ++tick;
+    e.tick(0, now, 4, scratch);
+    e.tick(2, now, 6, scratch);
+    spread = e.tick(1, now, 5, scratch) > 0;
+  }
+  return tick;
+}
+
+}  // namespace
+
+TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them stacked", "[engine][cfs]") {
+  const auto task = static_cast<std::size_t>(usched::migration_type::migrate_task);
+  {
+    engine e = make_engine("pack:1 l3:1 core:3 pu:1", 3, "cfs");
+    std::deque<sched_entity> f(4);
+    const int ticks = run_stacking(e, f, 100);
+    INFO("cfs spread after " << ticks << " ticks");
+    // The newly-idle pass itself moves the waiting fiber (migrate_task).
+    CHECK(ticks == 0);
+    CHECK(e.counters(1, 0).moved[task] == 1);
+    CHECK(e.rq(1).nr_running == 1);
+    CHECK(e.rq(0).nr_running == 1);
+  }
+  {
+    engine e = make_engine("pack:1 l3:1 core:3 pu:1", 3, "cfs-v5.9");
+    std::deque<sched_entity> f(4);
+    const int ticks = run_stacking(e, f, 100);
+    const auto& llc = e.counters(1, 0);
+    INFO("cfs-v5.9 spread after " << ticks << " ticks; failures " << llc.failures);
+    // migrate_util: the idle worker's spare capacity (1024 minus its util)
+    // stays smaller than a CPU-bound fiber's util for tens of milliseconds;
+    // every pass fails meanwhile and the fibers stay stacked. Only once the
+    // idle worker's util has decayed enough does a fiber fit (34 ticks here;
+    // the thread saw 12 ms tails).
+    CHECK(ticks >= 20);
+    CHECK(ticks < 100);
+    CHECK(llc.failures >= 3);
+    CHECK(llc.moved[task] == 0);
+    CHECK(llc.moved[static_cast<std::size_t>(usched::migration_type::migrate_util)] == 1);
+  }
+}

@@ -295,6 +295,8 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
         q.pelt.attach(se->avg, se->weight);
       } else if (migrated) {
         q.pelt.attach(se->avg, se->weight);
+        // Cold on its new worker (migrate_task_rq_fair resets exec_start).
+        se->exec_start = 0;
       } else {
         pelt_update(se->avg, now, se->weight, false, false);
       }

@@ -37,7 +37,9 @@ struct sched_entity {
   sched_entity* rq_next = nullptr;
   sched_entity* rq_prev = nullptr;
   // vruntime order, for the fair discipline.
-  boost::intrusive::set_member_hook<> timeline_hook;
+  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
+  // on the switch path.
+  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
 
   int cpu = -1;     // the runqueue it is on, or the worker it last ran on
   int pinned = -1;  // the only worker it may run on, or -1
@@ -118,8 +120,10 @@ struct alignas(64) runqueue {
   };
   using timeline_t = boost::intrusive::multiset<
       sched_entity,
-      boost::intrusive::member_hook<sched_entity, boost::intrusive::set_member_hook<>,
-                                    &sched_entity::timeline_hook>,
+      boost::intrusive::member_hook<
+          sched_entity,
+          boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>,
+          &sched_entity::timeline_hook>,
       boost::intrusive::compare<by_vruntime>>;
   timeline_t timeline;
   sched_entity* curr = nullptr;  // running, not in the queue
