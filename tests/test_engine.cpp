@@ -241,3 +241,116 @@ TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them st
     CHECK(llc.moved[static_cast<std::size_t>(usched::migration_type::migrate_util)] == 1);
   }
 }
+
+TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[engine][cfs]") {
+  constexpr std::int64_t ms = 1'000'000;
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  std::deque<sched_entity> f(10);
+  std::int64_t now = 0;
+  // Three fibers: period 24 ms shared by three, 8 ms each.
+  for (int i = 0; i < 3; ++i) e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::spawn, now);
+  // A new fiber starts one slice (of the period shared with the ones already
+  // queued) behind min_vruntime: 24, 12 and 8 ms. As in the kernel, the
+  // last of a burst has the smallest debit and runs first.
+  CHECK(f[0].vruntime == 24 * ms);
+  CHECK(f[1].vruntime == 12 * ms);
+  CHECK(f[2].vruntime == 8 * ms);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
+  CHECK(c == &f[2]);
+  CHECK(e.rq(0).slice_ns == 8 * ms);
+  CHECK_FALSE(e.should_preempt(0, 7 * ms));
+  CHECK(e.should_preempt(0, 8 * ms));
+  // Run it 8 ms: its vruntime (16 ms) passes f[1]'s, so a yield picks f[1].
+  now += 8 * ms;
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  CHECK(c == &f[1]);
+  // Ten fibers: the period stretches to 10 x 3 ms, each slice is 3 ms.
+  for (int i = 3; i < 10; ++i) e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::spawn, now);
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  CHECK(e.rq(0).slice_ns == 3 * ms);
+  // vruntime advances by runtime x 1024 / weight.
+  const std::uint64_t before = c->vruntime;
+  now += 2 * ms;
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  const sched_entity* ran = nullptr;
+  for (auto& se : f) {
+    if (se.vruntime == before + 2 * ms) ran = &se;
+  }
+  CHECK(ran != nullptr);
+}
+
+TEST_CASE("engine: weights scale vruntime, sleepers get bounded credit, wake-ups preempt", "[engine][cfs]") {
+  constexpr std::int64_t ms = 1'000'000;
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  sched_entity heavy, light, sleeper;
+  heavy.weight = 2048;
+  std::int64_t now = 0;
+  e.enqueue(0, &heavy, enqueue_kind::spawn, now);
+  e.enqueue(0, &light, enqueue_kind::spawn, now);
+  e.enqueue(0, &sleeper, enqueue_kind::spawn, now);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
+  while (c != &heavy) {
+    now += ms;
+    c = e.pick_next(0, c, prev_action::requeue, now);
+  }
+  const std::uint64_t v0 = heavy.vruntime;
+  now += 10 * ms;
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  CHECK(heavy.vruntime - v0 == 5 * ms);  // 10 ms at weight 2048
+  // The sleeper runs, blocks, and stays away for a long time while the
+  // others run: min_vruntime moves far ahead of its vruntime.
+  while (c != &sleeper) {
+    now += ms;
+    c = e.pick_next(0, c, prev_action::requeue, now);
+  }
+  now += ms;
+  c = e.pick_next(0, c, prev_action::block, now);
+  for (int i = 0; i < 200; ++i) {
+    now += ms;
+    c = e.pick_next(0, c, prev_action::requeue, now);
+  }
+  REQUIRE(c != nullptr);
+  const std::uint64_t min_v = e.rq(0).min_vruntime;
+  CHECK(static_cast<std::int64_t>(min_v - sleeper.vruntime) > 50 * ms);
+  // Woken: placed half a latency period (12 ms) behind min_vruntime, not at
+  // its old vruntime, and far enough ahead of the running fiber (by more
+  // than the 1 ms wake-up granularity) to ask it to yield.
+  e.enqueue(0, &sleeper, enqueue_kind::wakeup, now);
+  CHECK(sleeper.vruntime == e.rq(0).min_vruntime - 12 * ms);
+  CHECK(e.rq(0).need_resched.load());
+  CHECK(e.should_preempt(0, 0));
+  CHECK(e.counters(0).wakeup_preemptions == 1);
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  CHECK(c == &sleeper);
+  CHECK_FALSE(e.rq(0).need_resched.load());
+}
+
+TEST_CASE("engine: a wake-up within the granularity does not preempt", "[engine][cfs]") {
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  sched_entity a, b;
+  std::int64_t now = 0;
+  e.enqueue(0, &a, enqueue_kind::spawn, now);
+  e.enqueue(0, &b, enqueue_kind::spawn, now);
+  // b (placed 12 ms behind a's 24 ms debit) runs first, 100 us, and blocks.
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
+  REQUIRE(c == &b);
+  now += 100'000;
+  c = e.pick_next(0, c, prev_action::block, now);
+  REQUIRE(c == &a);
+  now += 500'000;
+  // b comes back 0.9 ms of vruntime behind the running a: less than the
+  // 1 ms wake-up granularity, so a keeps running.
+  b.vruntime = a.vruntime + 500'000 - 900'000;
+  e.enqueue(0, &b, enqueue_kind::wakeup, now);
+  CHECK_FALSE(e.rq(0).need_resched.load());
+  CHECK(e.counters(0).wakeup_preemptions == 0);
+  // 1.1 ms behind: it preempts.
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  REQUIRE(c == &b);
+  c = e.pick_next(0, c, prev_action::block, now);
+  REQUIRE(c == &a);
+  b.vruntime = a.vruntime - 1'100'000;
+  e.enqueue(0, &b, enqueue_kind::wakeup, now);
+  CHECK(e.rq(0).need_resched.load());
+  CHECK(e.counters(0).wakeup_preemptions == 1);
+}

@@ -148,11 +148,13 @@ void engine::update_load(runqueue& q, std::int64_t now) noexcept {
 // sched_latency, stretched when more than sched_nr_latency fibers share it.
 std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) const noexcept {
   if (!fair_) return cfg_.fifo_slice_ns;
-  const unsigned nr = std::max(q.nr_running, 1u);
+  // A fiber not yet on the queue counts as if it were (sched_slice()).
+  const bool counted = se.on_rq.load(std::memory_order_relaxed);
+  const unsigned nr = q.nr_running + (counted ? 0 : 1);
+  const unsigned long total = q.load_weight + (counted ? 0 : se.weight);
   const std::int64_t period =
       nr > sched_nr_latency ? static_cast<std::int64_t>(nr) * cfg_.min_granularity_ns : cfg_.sched_latency_ns;
-  const unsigned long total = std::max<unsigned long>(q.load_weight, se.weight);
-  return static_cast<std::int64_t>(static_cast<unsigned long>(period) * se.weight / total);
+  return static_cast<std::int64_t>(static_cast<unsigned long>(period) * se.weight / std::max(total, 1ul));
 }
 
 void engine::publish(runqueue& q) noexcept {
