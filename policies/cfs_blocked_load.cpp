@@ -10,7 +10,15 @@
 // pulls from the wrong one: the thread's dbg_odd_cnt counted those picks
 // (577 in the root cgroup, 1708 inside one) and saw the tail latency grow
 // with them. runtime::stats() counts the same thing per domain level
-// (odd_picks) for every CFS-family policy, so the two can be compared.
+// (odd_picks) for every CFS-family policy.
+//
+// With the v5.x group types the load metric decides only between two
+// overloaded groups, and an overloaded group always has a stacked worker, so
+// in the seed's exact situation (one group overloaded, the other not) both
+// policies pick the stacked group; the 4.11 kernel of the thread typed both
+// groups overloaded. The difference shows between overloaded groups whose
+// blocked load differs (tests/test_cfs_balance.cpp reproduces the dump both
+// ways).
 #include "cfs_family.hpp"
 
 namespace usched {

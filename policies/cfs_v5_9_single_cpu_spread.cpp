@@ -4,7 +4,7 @@
 // (busiest->group_weight > 1); a busiest group of a single worker is
 // spread by nr_running.
 //
-// In the thread it fixed Vincent's hikey (groups of one CPU: p99 15120 us ->
+// In the thread it fixed Vincent's dual quad-core machine (p99 15120 us ->
 // 1310 us) but not Chris's machine, whose LLC groups are SMT cores of two
 // threads (group_weight 2): p99 stayed at 12656 us. usched shows the same
 // split: on topologies without SMT it spreads, with SMT it stays stacked.

@@ -177,7 +177,12 @@ namespace {
 // worker 0, behind that worker's own CPU-bound fiber, and worker 2 starts a
 // fresh one. Returns the number of 1 ms ticks until worker 1 runs a fiber
 // again (or `limit` if it does not within it).
-int run_stacking(engine& e, std::deque<sched_entity>& f, int limit) {
+//
+// With `busiest_yields`, worker 0's running fiber reaches a preempt point
+// every tick and yields when asked to (need_resched), as cooperative code
+// calling this_fiber::preempt_point() does; that is what lets an active
+// balance push it.
+int run_stacking(engine& e, std::deque<sched_entity>& f, int limit, bool busiest_yields = false) {
   constexpr std::int64_t ms = 1'000'000;
   std::vector<usched::cpu_snapshot> scratch;
   std::int64_t now = 0;
@@ -197,13 +202,19 @@ int run_stacking(engine& e, std::deque<sched_entity>& f, int limit) {
   // Worker 1 has just gone idle: newly-idle balance, then its periodic
   // (CPU_IDLE) balance every tick as the intervals allow.
   int tick = 0;
+  sched_entity* curr0 = &f[0];
   bool spread = e.newidle_balance(1, now, 3, scratch) > 0;
   while (!spread && tick < limit) {
     now += ms;
     ++tick;
     e.tick(0, now, 4, scratch);
     e.tick(2, now, 6, scratch);
-    spread = e.tick(1, now, 5, scratch) > 0;
+    if (busiest_yields && e.rq(0).need_resched.load()) {
+      int pushed = -1;
+      curr0 = e.pick_next(0, curr0, prev_action::requeue, now, &pushed);
+      if (pushed == 1) spread = true;
+    }
+    if (!spread) spread = e.tick(1, now, 5, scratch) > 0;
   }
   return tick;
 }
@@ -239,6 +250,20 @@ TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them st
     CHECK(llc.failures >= 3);
     CHECK(llc.moved[task] == 0);
     CHECK(llc.moved[static_cast<std::size_t>(usched::migration_type::migrate_util)] == 1);
+  }
+  {
+    // The same with the busy worker's fiber reaching preempt points: after
+    // cache_nice_tries + 2 failed periodic passes (3 ms apart at this 3-worker
+    // LLC) the idle worker asks for an active balance, and the busy worker
+    // pushes the fiber it was running: about 12 ms, the thread's p99.
+    engine e = make_engine("pack:1 l3:1 core:3 pu:1", 3, "cfs-v5.9");
+    std::deque<sched_entity> f(4);
+    const int ticks = run_stacking(e, f, 100, true);
+    INFO("cfs-v5.9 with preempt points spread after " << ticks << " ticks");
+    CHECK(ticks >= 9);
+    CHECK(ticks <= 15);
+    CHECK(e.counters(0).active_pushes == 1);
+    CHECK(e.rq(1).nr_running == 1);
   }
 }
 

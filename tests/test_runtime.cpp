@@ -2,6 +2,7 @@
 // API outside fibers, timeouts, balancing actually moving fibers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -260,4 +261,75 @@ TEST_CASE("wait_group rejects a negative count", "[runtime]") {
   wg.done();
   wg.done();
   CHECK(wg.count() == 0);
+}
+
+TEST_CASE("stats report every worker's domain levels, as a table and as JSON", "[runtime][stats]") {
+  auto opts = usched::test::make_options("cfs", 4);
+  opts.topology = "pack:1 l3:1 core:4 pu:1";
+  usched::runtime rt(opts);
+  rt.run([] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int i = 0; i < 16; ++i) {
+      hs.push_back(usched::spawn([] {
+        const auto until = std::chrono::steady_clock::now() + 3ms;
+        while (std::chrono::steady_clock::now() < until) usched::this_fiber::preempt_point();
+        usched::this_fiber::sleep_for(1ms);
+      }));
+    }
+    for (auto& h : hs) h.join();
+  });
+  const usched::runtime_stats st = rt.stats();
+  CHECK(st.policy == "cfs");
+  REQUIRE(st.workers.size() == 4);
+  std::uint64_t run = 0, attempts = 0, wakes = 0;
+  for (const auto& w : st.workers) {
+    REQUIRE(w.levels.size() == 1);
+    CHECK(w.levels[0].level == "LLC");
+    run += w.fibers_run;
+    attempts += w.levels[0].attempts;
+    wakes += w.wake_prev + w.wake_idle_sibling + w.wake_other;
+  }
+  CHECK(run >= 17);
+  CHECK(attempts > 0);
+  CHECK(wakes >= 16);  // every fiber woke from its sleep at least once
+  const std::string table = st.to_table();
+  CHECK_THAT(table, Catch::StartsWith("usched statistics (policy cfs)"));
+  CHECK_THAT(table, Catch::Contains("LLC"));
+  const std::string json = st.to_json();
+  CHECK_THAT(json, Catch::StartsWith("{\"policy\":\"cfs\",\"workers\":[{\"worker\":0,"));
+  CHECK_THAT(json, Catch::Contains("\"level\":\"LLC\"") && Catch::Contains("\"migrate_task\":"));
+  CHECK(std::count(json.begin(), json.end(), '{') == std::count(json.begin(), json.end(), '}'));
+}
+
+TEST_CASE("a fiber with a preferred NUMA node runs on that node's workers", "[runtime][numa]") {
+  const std::string policy = GENERATE(as<std::string>{}, "cfs", "cfs-numa-mel");
+  INFO("policy=" << policy);
+  auto opts = usched::test::make_options(policy, 4);
+  opts.topology = "pack:2 [numa] core:2 pu:1";  // workers 0-1 on node 0, 2-3 on node 1
+  usched::runtime rt(opts);
+  const int off_node = rt.run([] {
+    std::vector<usched::join_handle<int>> hs;
+    for (int i = 0; i < 2; ++i) {
+      usched::spawn_options so;
+      so.numa_node = 1;
+      hs.push_back(usched::spawn(so, [] {
+        int away = 0;
+        for (int k = 0; k < 5; ++k) {
+          away += usched::this_fiber::worker_index() < 2;
+          usched::this_fiber::sleep_for(200us);
+        }
+        return away;
+      }));
+    }
+    int total = 0;
+    for (auto& h : hs) total += h.join();
+    return total;
+  });
+  CHECK(off_node == 0);
+  usched::spawn_options bad;
+  bad.numa_node = 2;
+  CHECK_THROWS_WITH(rt.spawn(bad, [] {}), Catch::Contains("spawn_options::numa_node=2 is out of range"));
+  bad.numa_node = -1;
+  bad.weight = 10;
+  CHECK_THROWS_WITH(rt.spawn(bad, [] {}), Catch::Contains("spawn_options::weight=10 is out of range"));
 }

@@ -41,6 +41,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       policy_(std::move(pol)),
       cfg_(cfg),
       fair_(policy_->fair_queue()),
+      tracks_load_(fair_ && cfg_.load_tracking),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   sd_state_.resize(nr_cpus());
@@ -331,33 +332,46 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   return queued;
 }
 
-sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now) {
+sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
+                               int* pushed_to) {
   runqueue& q = rq(cpu);
   // FIFO without load tracking: the yield fast path needs no clock and no
   // accounting; an empty queue means "keep running".
   if (!fair_ && !tracks_load() && prev && action == prev_action::requeue &&
-      q.nr_queued.load(std::memory_order_relaxed) == 0) {
+      q.nr_queued.load(std::memory_order_relaxed) == 0 &&
+      q.active_balance_dst.load(std::memory_order_relaxed) < 0) {
     return prev;
   }
   q.lock.lock();
   if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
+  bool push = false;
+  int push_dst = -1;
+  if (prev && action == prev_action::requeue && q.active_balance_dst.load(std::memory_order_relaxed) >= 0) {
+    push_dst = q.active_balance_dst.exchange(-1, std::memory_order_relaxed);
+    push = push_dst != cpu && (prev->pinned < 0 || prev->pinned == push_dst);
+  }
   if (prev) {
     prev->wake_pending = false;
     assert(q.curr == prev);
     update_curr(q, now);
     if (tracks_load()) update_load(q, now);
     q.curr = nullptr;
-    if (action == prev_action::requeue) {
+    if (action == prev_action::requeue && !push) {
       queue_insert(q, prev);
     } else {
-      prev->on_rq.store(false, std::memory_order_release);
       --q.nr_running;
       q.load_weight -= prev->weight;
       if (tracks_load()) {
         q.pelt.dequeue_runnable(prev->avg);
-        // A finished fiber's load leaves with it; a blocked one's stays and decays.
-        if (action == prev_action::exit) q.pelt.detach(prev->avg);
+        // A finished or pushed fiber's load leaves with it; a blocked one's
+        // stays and decays.
+        if (action == prev_action::exit || push) q.pelt.detach(prev->avg);
       }
+      if (push && fair_) prev->vruntime -= q.min_vruntime;  // relative while in flight
+      // Last: from here a waker that claimed the fiber may enqueue it (and
+      // update its load signals) elsewhere; the release orders our reads of
+      // them before that.
+      prev->on_rq.store(false, std::memory_order_release);
     }
   }
   sched_entity* next = queue_first(q);
@@ -373,6 +387,13 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   q.idle.store(next == nullptr, std::memory_order_relaxed);
   publish(q);
   q.lock.unlock();
+  if (push) {
+    // The kernel's active balance: the busiest worker's own stopper moves
+    // the task it was running to the worker that asked, whatever its util.
+    attach_fibers(push_dst, &prev, 1, now);
+    counters_[static_cast<std::size_t>(cpu)].active_pushes.add();
+    if (pushed_to) *pushed_to = push_dst;
+  }
   return next;
 }
 
@@ -452,11 +473,11 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
     queue_remove(src, se);
     --src.nr_running;
     src.load_weight -= se->weight;
-    se->on_rq.store(false, std::memory_order_relaxed);
     if (tracks_load()) {
       src.pelt.dequeue_runnable(se->avg);
       src.pelt.detach(se->avg);
     }
+    se->on_rq.store(false, std::memory_order_relaxed);
     if (fair_) se->vruntime -= src.min_vruntime;  // relative while in flight
     out[n++] = se;
     se = next;
@@ -541,9 +562,11 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, st
   if (st.nr_balance_failed > tries + active_balance_extra_failures) {
     // Active balance: the fiber we could not take may be the busiest
     // worker's running one, which only it can give up. A cooperative runtime
-    // cannot stop it; it asks it to yield at its next preempt point, so the
-    // fiber is queued (and takeable) on the next pass.
-    rq(d.busiest).need_resched.store(true, std::memory_order_relaxed);
+    // cannot stop it; it asks it to yield at its next preempt point and to
+    // push the fiber it was running over to us then (pick_next).
+    runqueue& busiest = rq(d.busiest);
+    busiest.active_balance_dst.store(cpu, std::memory_order_relaxed);
+    busiest.need_resched.store(true, std::memory_order_relaxed);
     st.nr_balance_failed = tries + 1;
     if (st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
   } else {

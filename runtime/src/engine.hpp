@@ -102,6 +102,7 @@ struct cpu_counters {
   stat_counter wake_idle_sibling; // ... on another idle worker sharing its LLC
   stat_counter wake_other;        // ... anywhere else
   stat_counter wakeup_preemptions;// wake-ups that asked the running fiber to yield
+  stat_counter active_pushes;     // running fibers it pushed to another worker (active balance)
 };
 
 // A worker's runqueue.
@@ -141,6 +142,9 @@ struct alignas(64) runqueue {
   std::atomic<unsigned> nr_pinned{0};
   std::atomic<bool> idle{true};
   std::atomic<bool> need_resched{false};  // the running fiber should yield at its next preempt point
+  // Active balance: a worker whose balancing kept failing asks this one to
+  // push its running fiber over at its next yield (-1: no request).
+  std::atomic<int> active_balance_dst{-1};
   std::atomic<std::uint64_t> min_vruntime_pub{0};
   std::atomic<unsigned long> load_avg_pub{0};
   std::atomic<unsigned long> runnable_load_pub{0};
@@ -167,6 +171,8 @@ struct engine_config {
   std::int64_t migration_cost_ns = 500'000;
   // Fixed slice of the FIFO discipline (options::slice).
   std::int64_t fifo_slice_ns = 3'000'000;
+  // PELT load tracking for the fair discipline (options::load_tracking).
+  bool load_tracking = true;
 };
 
 // How a fiber arrives on a runqueue.
@@ -193,7 +199,7 @@ class engine {
   const usched::policy& policy() const noexcept { return *policy_; }
   const engine_config& config() const noexcept { return cfg_; }
   bool fair() const noexcept { return fair_; }
-  bool tracks_load() const noexcept { return fair_; }
+  bool tracks_load() const noexcept { return tracks_load_; }
   runqueue& rq(int cpu) noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
   const runqueue& rq(int cpu) const noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
 
@@ -223,8 +229,12 @@ class engine {
   // pick_next() is the worker's scheduling decision: `prev` (the running
   // fiber, or null from the idle loop) stops running as `action` says, and
   // the next fiber to run comes back (possibly prev itself after a requeue),
-  // or null when there is none. Locks the runqueue once.
-  sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now);
+  // or null when there is none. Locks the runqueue once. If an active
+  // balance asked for it, a requeued prev is pushed to the requesting worker
+  // instead (its lock taken after ours is released); *pushed_to then names
+  // that worker, which the caller must wake.
+  sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
+                          int* pushed_to = nullptr);
 
   // should_preempt() is the running fiber's question at a preempt point:
   // has a wake-up asked it to yield, or (fair discipline) has it used up its
@@ -289,6 +299,7 @@ class engine {
   std::unique_ptr<usched::policy> policy_;
   engine_config cfg_;
   bool fair_;
+  bool tracks_load_;
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
   std::unique_ptr<cpu_counters[]> counters_;

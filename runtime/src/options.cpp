@@ -72,6 +72,9 @@ options options::from_env() {
     o.spin = std::chrono::microseconds(
         parse_number("USCHED_SPIN_US", v, 0, 1'000'000, "a spin time in microseconds, 0..1000000"));
   }
+  if (const char* v = env("USCHED_LOAD_TRACKING")) {
+    o.load_tracking = parse_number("USCHED_LOAD_TRACKING", v, 0, 1, "0 (off) or 1 (on)") == 1;
+  }
   if (const char* v = env("USCHED_PIN")) {
     o.pin = parse_number("USCHED_PIN", v, 0, 1, "0 (do not pin workers) or 1 (pin)") == 1;
   }

@@ -74,6 +74,7 @@ constexpr std::int64_t tick_period_ns = 1'000'000;
 engine_config engine_config_of(const options& o) {
   engine_config c;
   c.fifo_slice_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.slice).count();
+  c.load_tracking = o.load_tracking;
   c.sched_latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_latency).count();
   c.min_granularity_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_min_granularity).count();
   c.wakeup_granularity_ns =

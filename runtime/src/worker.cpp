@@ -116,6 +116,7 @@ worker_stats worker::stats() const noexcept {
   s.wake_idle_sibling = c.wake_idle_sibling;
   s.wake_other = c.wake_other;
   s.wakeup_preemptions = c.wakeup_preemptions;
+  s.active_pushes = c.active_pushes;
   const auto& chain = e.domains().per_cpu[static_cast<std::size_t>(index_)];
   for (std::size_t l = 0; l < chain.size(); ++l) {
     const level_counters& lc = e.counters(index_, l);
@@ -193,7 +194,9 @@ void worker::yield_current() {
   engine& e = rt_.eng();
   const std::int64_t now = e.fair() || !timers_.empty() ? now_ns() : 0;
   if (!timers_.empty()) run_timers(now);
-  auto* next = static_cast<fiber*>(e.pick_next(index_, self, prev_action::requeue, now));
+  int pushed_to = -1;
+  auto* next = static_cast<fiber*>(e.pick_next(index_, self, prev_action::requeue, now, &pushed_to));
+  if (pushed_to >= 0) rt_.worker_at(pushed_to).notify();
   if (next == self) {
     start_slice();
     return;

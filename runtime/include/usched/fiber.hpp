@@ -39,7 +39,7 @@ struct spawn_options {
   int pin = -1;
   // Preferred NUMA node (0.. nodes-1), -1 for none. NUMA-aware policies place
   // the fiber on that node's workers when they can do so without making the
-  // nodes too imbalanced (docs/policies/cfs-numa.md).
+  // nodes too imbalanced (docs/policies/cfs-numa-mel.md).
   int numa_node = -1;
   // Scheduling weight (the kernel's nice-to-weight: 1024 is nice 0, each
   // nice level is about 1.25x), 15..88761. Fair policies give CPU time in

@@ -58,6 +58,12 @@ struct options {
   std::chrono::microseconds cfs_min_granularity{3000};
   std::chrono::microseconds cfs_wakeup_granularity{1000};
 
+  // PELT load tracking under fair policies (USCHED_LOAD_TRACKING=0 turns it
+  // off). Off, every load signal reads 0 and the CFS balancer decides on
+  // fiber counts alone; it exists to measure what load tracking costs on
+  // the switch path (bench/micro: yield/cfs vs yield/cfs-nopelt).
+  bool load_tracking = true;
+
   // Print statistics to stderr when the runtime shuts down (USCHED_STATS):
   // none, a readable table (`1`), or one JSON document (`json`).
   enum class stats_output { none, table, json };
