@@ -31,4 +31,24 @@ inline std::uint64_t cycles() noexcept {
 // clock (the counter's rate is a property of the machine, not of a runtime).
 double tsc_per_us() noexcept;
 
+// The calibration engine_now_ns() converts with: a counter reading, the
+// steady-clock time it was taken at, and ns per tick.
+struct tsc_calibration {
+  std::uint64_t c0;
+  std::int64_t t0;
+  double ns_per_cycle;
+};
+const tsc_calibration& tsc() noexcept;
+
+// engine_now_ns() is the clock of the engine in the real backend: the
+// time-stamp counter converted to nanoseconds. It is read on every switch
+// under a fair policy (vruntime and PELT accounting), where the counter costs
+// a fraction of clock_gettime(). It is monotonic and shared by all workers
+// (invariant, synchronized TSC), but it drifts slowly from the steady clock,
+// so it is never compared with steady-clock times: timers use now_ns().
+inline std::int64_t engine_now_ns() noexcept {
+  const tsc_calibration& k = tsc();
+  return k.t0 + static_cast<std::int64_t>(static_cast<double>(cycles() - k.c0) * k.ns_per_cycle);
+}
+
 }  // namespace usched::detail

@@ -58,7 +58,11 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
 
 // ---- queue structures --------------------------------------------------------
 
-void engine::queue_insert(runqueue& q, sched_entity* se) noexcept {
+// `publish`: the insert makes a fiber runnable that its worker may not know
+// about (a wake-up, a spawn, a migration): the count is stored seq_cst for
+// the park protocol. A requeue by the running worker itself needs no such
+// ordering and skips the fence the seq_cst store costs.
+void engine::queue_insert(runqueue& q, sched_entity* se, bool publish) noexcept {
   se->rq_next = nullptr;
   se->rq_prev = q.tail;
   if (q.tail) {
@@ -74,7 +78,8 @@ void engine::queue_insert(runqueue& q, sched_entity* se) noexcept {
   // seq_cst: this store and the pusher's later read of the worker's park
   // word pair with the parker's write of its park word and read of this
   // count (worker.cpp, idle_wait), so one side always sees the other.
-  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) + 1,
+                    publish ? std::memory_order_seq_cst : std::memory_order_relaxed);
 }
 
 void engine::queue_remove(runqueue& q, sched_entity* se) noexcept {
@@ -136,10 +141,15 @@ void engine::update_min_vruntime(runqueue& q) noexcept {
 
 // update_load(): PELT of the running fiber and of the runqueue, to `now`.
 void engine::update_load(runqueue& q, std::int64_t now) noexcept {
-  const unsigned long rl = q.removed_load.exchange(0, std::memory_order_relaxed);
-  const unsigned long ru = q.removed_util.exchange(0, std::memory_order_relaxed);
-  const unsigned long rr = q.removed_runnable.exchange(0, std::memory_order_relaxed);
-  if (rl | ru | rr) q.pelt.remove(rl, ru, rr);
+  // Plain loads first: removals are rare, and three locked exchanges on
+  // every switch would cost more than the rest of load tracking.
+  if (q.removed_load.load(std::memory_order_relaxed) | q.removed_util.load(std::memory_order_relaxed) |
+      q.removed_runnable.load(std::memory_order_relaxed)) {
+    const unsigned long rl = q.removed_load.exchange(0, std::memory_order_relaxed);
+    const unsigned long ru = q.removed_util.exchange(0, std::memory_order_relaxed);
+    const unsigned long rr = q.removed_runnable.exchange(0, std::memory_order_relaxed);
+    q.pelt.remove(rl, ru, rr);
+  }
   if (q.curr) pelt_update(q.curr->avg, now, q.curr->weight, true, true);
   q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr);
 }
@@ -357,7 +367,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     if (tracks_load()) update_load(q, now);
     q.curr = nullptr;
     if (action == prev_action::requeue && !push) {
-      queue_insert(q, prev);
+      queue_insert(q, prev, false);
     } else {
       --q.nr_running;
       q.load_weight -= prev->weight;

@@ -284,7 +284,7 @@ class engine {
   }
 
  private:
-  void queue_insert(runqueue& q, sched_entity* se) noexcept;
+  void queue_insert(runqueue& q, sched_entity* se, bool publish = true) noexcept;
   void queue_remove(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
   void update_curr(runqueue& q, std::int64_t now) noexcept;

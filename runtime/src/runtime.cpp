@@ -111,6 +111,7 @@ runtime_impl::runtime_impl(options opts)
   pinned_ = opts_.pin && topo_.pinnable();
   oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
   cycles_per_ns_ = tsc_per_us() / 1000.0;
+  (void)tsc();  // calibrate before any worker reads the engine clock
   tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(tick_period_ns) * cycles_per_ns_);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
   install_overflow_handler();
@@ -240,7 +241,7 @@ void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
   // Woken before it finished blocking: it keeps its place on its worker.
   if (kind == placement_kind::wake && engine_.wake_running(f)) return;
   worker* w = local_worker();
-  const std::int64_t now = now_ns();
+  const std::int64_t now = engine_now_ns();
   std::vector<cpu_snapshot> external_scratch;
   const int cpu = engine_.select_cpu(kind, *f, w ? w->index() : -1,
                                      w ? w->next_random() : external_random(),
@@ -423,6 +424,14 @@ void detach_fiber(fiber* f) noexcept {
 }
 
 std::uint64_t fiber_id_of(const fiber* f) noexcept { return f->id; }
+
+const tsc_calibration& tsc() noexcept {
+  static const tsc_calibration k = [] {
+    const double per_us = tsc_per_us();
+    return tsc_calibration{cycles(), now_ns(), 1000.0 / per_us};
+  }();
+  return k;
+}
 
 double tsc_per_us() noexcept {
   static const double rate = [] {

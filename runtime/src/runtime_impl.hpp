@@ -91,7 +91,7 @@ class worker {
  private:
   friend class runtime_impl;
   void main();
-  fiber* find_work(std::int64_t now);
+  fiber* find_work();
   void idle_wait();
   bool has_other_work() const noexcept;
   void run_timers(std::int64_t now);

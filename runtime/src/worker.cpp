@@ -192,8 +192,8 @@ void worker::fiber_entry(bctx::transfer_t t) {
 void worker::yield_current() {
   fiber* self = current_;
   engine& e = rt_.eng();
-  const std::int64_t now = e.fair() || !timers_.empty() ? now_ns() : 0;
-  if (!timers_.empty()) run_timers(now);
+  if (!timers_.empty()) run_timers(now_ns());
+  const std::int64_t now = e.fair() ? engine_now_ns() : 0;
   int pushed_to = -1;
   auto* next = static_cast<fiber*>(e.pick_next(index_, self, prev_action::requeue, now, &pushed_to));
   if (pushed_to >= 0) rt_.worker_at(pushed_to).notify();
@@ -209,9 +209,10 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
     timers_.push_back({deadline_ns, self, token});
     std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
   }
-  const std::int64_t now = now_ns();
-  run_timers(now);
-  auto* next = static_cast<fiber*>(rt_.eng().pick_next(index_, self, prev_action::block, now));
+  if (!timers_.empty()) run_timers(now_ns());
+  engine& e = rt_.eng();
+  auto* next = static_cast<fiber*>(
+      e.pick_next(index_, self, prev_action::block, e.fair() ? engine_now_ns() : 0));
   // A wake-up that arrived before we got here turned the block into a
   // requeue; if nothing else is queued, we are picked again: keep running.
   if (next == self) {
@@ -222,13 +223,18 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
 }
 
 void worker::exit_current() {
-  auto* next = static_cast<fiber*>(rt_.eng().pick_next(index_, current_, prev_action::exit, now_ns()));
+  engine& e = rt_.eng();
+  auto* next = static_cast<fiber*>(
+      e.pick_next(index_, current_, prev_action::exit, e.fair() ? engine_now_ns() : 0));
   switch_to(next ? next : &idle_, true);
   __builtin_unreachable();
 }
 
+// The slice starts at the first preempt point after a switch, not at the
+// switch itself: reading the counter costs as much as the rest of a switch,
+// and only fibers that call preempt_point() have slices to measure.
 void worker::start_slice() noexcept {
-  slice_start_ = cycles();
+  slice_start_ = 0;
   const std::int64_t slice_ns =
       rt_.eng().fair() ? rt_.eng().rq(index_).slice_ns : rt_.eng().config().fifo_slice_ns;
   slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(slice_ns) * rt_.cycles_per_ns());
@@ -236,7 +242,8 @@ void worker::start_slice() noexcept {
 
 void worker::preempt_check() {
   const std::uint64_t now_c = cycles();
-  if (now_c >= next_tick_cycles_) tick(now_ns());
+  if (slice_start_ == 0) slice_start_ = now_c;
+  if (now_c >= next_tick_cycles_) tick(engine_now_ns());
   const runqueue& q = rt_.eng().rq(index_);
   if (q.need_resched.load(std::memory_order_relaxed) ||
       (now_c - slice_start_ >= slice_cycles_ && q.nr_queued.load(std::memory_order_relaxed) != 0)) {
@@ -274,9 +281,10 @@ void worker::run_timers(std::int64_t now) {
 
 // ---- idle ------------------------------------------------------------------
 
-fiber* worker::find_work(std::int64_t now) {
+fiber* worker::find_work() {
   engine& e = rt_.eng();
-  if (!timers_.empty()) run_timers(now);
+  if (!timers_.empty()) run_timers(now_ns());
+  const std::int64_t now = engine_now_ns();
   if (cycles() >= next_tick_cycles_) tick(now);
   if (auto* f = e.pick_next(index_, nullptr, prev_action::requeue, now)) return static_cast<fiber*>(f);
   if (e.policy().pulls_when_idle() && e.newidle_balance(index_, now, next_random(), scratch_) > 0) {
@@ -315,7 +323,7 @@ void worker::idle_wait() {
         found = true;
         break;
       }
-      if (pulls && rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
+      if (pulls && rt_.eng().newidle_balance(index_, engine_now_ns(), next_random(), scratch_) > 0) {
         found = true;
         break;
       }
@@ -341,7 +349,7 @@ void worker::idle_wait() {
   rt_.nr_parked.fetch_add(1, std::memory_order_seq_cst);
   bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping();
   if (!work && pulls && has_other_work()) {
-    work = rt_.eng().newidle_balance(index_, now_ns(), next_random(), scratch_) > 0;
+    work = rt_.eng().newidle_balance(index_, engine_now_ns(), next_random(), scratch_) > 0;
   }
   if (!work) {
     std::int64_t timeout = -1;
@@ -385,7 +393,7 @@ void worker::main() {
   phase_start_ns_ = now_ns();
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
   for (;;) {
-    fiber* next = find_work(now_ns());
+    fiber* next = find_work();
     if (next) {
       switch_to(next, false);
       continue;
