@@ -140,7 +140,10 @@ void engine::update_min_vruntime(runqueue& q) noexcept {
 }
 
 // update_load(): PELT of the running fiber and of the runqueue, to `now`.
-void engine::update_load(runqueue& q, std::int64_t now) noexcept {
+// Returns true when the runqueue's averages (or its removed contributions)
+// changed, so that they need publishing.
+bool engine::update_load(runqueue& q, std::int64_t now) noexcept {
+  bool changed = false;
   // Plain loads first: removals are rare, and three locked exchanges on
   // every switch would cost more than the rest of load tracking.
   if (q.removed_load.load(std::memory_order_relaxed) | q.removed_util.load(std::memory_order_relaxed) |
@@ -149,9 +152,10 @@ void engine::update_load(runqueue& q, std::int64_t now) noexcept {
     const unsigned long ru = q.removed_util.exchange(0, std::memory_order_relaxed);
     const unsigned long rr = q.removed_runnable.exchange(0, std::memory_order_relaxed);
     q.pelt.remove(rl, ru, rr);
+    changed = true;
   }
   if (q.curr) pelt_update(q.curr->avg, now, q.curr->weight, true, true);
-  q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr);
+  return q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr) || changed;
 }
 
 // sched_slice(): the wall-clock share of the period a fiber may run before
@@ -170,7 +174,13 @@ std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) cons
 
 void engine::publish(runqueue& q) noexcept {
   q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
-  if (!tracks_load()) return;
+  if (tracks_load()) publish_load(q);
+}
+
+// publish_load(): the signals snapshots read without the lock. pick_next()
+// calls it only when they changed (a period boundary, a removal, a new
+// running fiber), which keeps seven stores off most switches.
+void engine::publish_load(runqueue& q) noexcept {
   q.load_avg_pub.store(q.pelt.all.load_avg, std::memory_order_relaxed);
   q.runnable_load_pub.store(q.pelt.runnable_load_avg, std::memory_order_relaxed);
   q.util_avg_pub.store(q.pelt.all.util_avg, std::memory_order_relaxed);
@@ -355,6 +365,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   q.lock.lock();
   if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
   bool push = false;
+  bool load_changed = false;
   int push_dst = -1;
   if (prev && action == prev_action::requeue && q.active_balance_dst.load(std::memory_order_relaxed) >= 0) {
     push_dst = q.active_balance_dst.exchange(-1, std::memory_order_relaxed);
@@ -364,7 +375,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     prev->wake_pending = false;
     assert(q.curr == prev);
     update_curr(q, now);
-    if (tracks_load()) update_load(q, now);
+    if (tracks_load()) load_changed = update_load(q, now);
     q.curr = nullptr;
     if (action == prev_action::requeue && !push) {
       queue_insert(q, prev, false);
@@ -378,6 +389,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
         if (action == prev_action::exit || push) q.pelt.detach(prev->avg);
       }
       if (push && fair_) prev->vruntime -= q.min_vruntime;  // relative while in flight
+      load_changed = true;
       // Last: from here a waker that claimed the fiber may enqueue it (and
       // update its load signals) elsewhere; the release orders our reads of
       // them before that.
@@ -395,7 +407,15 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   }
   q.need_resched.store(false, std::memory_order_relaxed);
   q.idle.store(next == nullptr, std::memory_order_relaxed);
-  publish(q);
+  q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+  if (tracks_load()) {
+    if (load_changed) {
+      publish_load(q);
+    } else if (next != prev) {
+      q.curr_preferred_node.store(next ? next->preferred_node : -1, std::memory_order_relaxed);
+      q.curr_load.store(next ? next->avg.load_avg : 0, std::memory_order_relaxed);
+    }
+  }
   q.lock.unlock();
   if (push) {
     // The kernel's active balance: the busiest worker's own stopper moves

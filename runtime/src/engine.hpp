@@ -288,10 +288,11 @@ class engine {
   void queue_remove(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
   void update_curr(runqueue& q, std::int64_t now) noexcept;
-  void update_load(runqueue& q, std::int64_t now) noexcept;
+  bool update_load(runqueue& q, std::int64_t now) noexcept;
   void update_min_vruntime(runqueue& q) noexcept;
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
   void publish(runqueue& q) noexcept;
+  void publish_load(runqueue& q) noexcept;
   void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, std::int64_t now, bool hot_check) const noexcept;
 

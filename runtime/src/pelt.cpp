@@ -110,12 +110,12 @@ void pelt_average(pelt_avg& sa, unsigned long weight) noexcept {
   sa.util_avg = static_cast<unsigned long>(sa.util_sum / div);
 }
 
-void rq_pelt::update(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
-                     bool running) noexcept {
-  if (accumulate(all, now, queued_weight, nr_running, running ? 1 : 0, &runnable_load_sum)) {
-    pelt_average(all, 1);
-    runnable_load_avg = static_cast<unsigned long>(runnable_load_sum / all.divider());
-  }
+bool rq_pelt::update_slow(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
+                          bool running) noexcept {
+  if (!accumulate(all, now, queued_weight, nr_running, running ? 1 : 0, &runnable_load_sum)) return false;
+  pelt_average(all, 1);
+  runnable_load_avg = static_cast<unsigned long>(runnable_load_sum / all.divider());
+  return true;
 }
 
 void rq_pelt::attach(pelt_avg& se, unsigned long weight) noexcept {

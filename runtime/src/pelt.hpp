@@ -61,6 +61,14 @@ struct pelt_avg {
 bool pelt_accumulate(pelt_avg& sa, std::int64_t now, unsigned long load, unsigned long runnable,
                      unsigned running) noexcept;
 
+// pelt_due() is false when less than one PELT time unit (1024 ns) has passed
+// since `sa`'s last update, so an update would change nothing. Switches come
+// far more often than that; checking it inline keeps load tracking off the
+// switch path most of the time.
+inline bool pelt_due(const pelt_avg& sa, std::int64_t now) noexcept {
+  return now - sa.last_update >= (std::int64_t{1} << pelt_time_shift) || now < sa.last_update;
+}
+
 // pelt_average() recomputes the averages from the sums; `weight` scales
 // load_avg (an entity's weight; 1 for a runqueue whose load is a weight sum).
 void pelt_average(pelt_avg& sa, unsigned long weight) noexcept;
@@ -68,6 +76,7 @@ void pelt_average(pelt_avg& sa, unsigned long weight) noexcept;
 // pelt_update() is accumulate then average, for an entity.
 inline void pelt_update(pelt_avg& sa, std::int64_t now, unsigned long weight, bool on_rq,
                         bool running) noexcept {
+  if (!pelt_due(sa, now)) return;
   if (pelt_accumulate(sa, now, on_rq ? 1 : 0, on_rq ? 1 : 0, running ? 1 : 0)) {
     pelt_average(sa, weight);
   }
@@ -84,9 +93,13 @@ struct rq_pelt {
 
   // update() advances to `now` with the runqueue's current state: the summed
   // weight of its queued and running fibers, how many they are, and whether
-  // one is running.
-  void update(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
-              bool running) noexcept;
+  // one is running. Returns true when the averages changed.
+  bool update(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
+              bool running) noexcept {
+    return pelt_due(all, now) && update_slow(now, queued_weight, nr_running, running);
+  }
+  bool update_slow(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
+                   bool running) noexcept;
 
   // attach()/detach(): an entity's whole contribution arrives on (a new or
   // migrated fiber) or leaves (a migrating fiber) this runqueue. The entity
