@@ -1,0 +1,255 @@
+// cli.cpp: parsing the schbench clone's flags.
+#include "cli.hpp"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+
+#include <usched/options.hpp>
+
+namespace usched::schbench {
+
+namespace {
+
+// A flag that takes a whole number in [lo, hi], and where it goes.
+struct numeric_flag {
+  std::string_view name;  // "-t"
+  std::string_view what;  // how the expectation reads in a message
+  std::uint64_t lo;
+  std::uint64_t hi;
+  std::string_view note;  // meaning of a special value, or empty
+};
+
+// The table --help and the error messages are written from.
+constexpr std::array<numeric_flag, 9> numeric_flags = {{
+    {"-m", "message threads", 1, max_message_threads, ""},
+    {"-t", "workers per message thread", 1, max_worker_threads, ""},
+    {"-r", "seconds to run", 0, max_sec_value, "0 = until SIGINT/SIGTERM"},
+    {"-s", "message-thread sleep in microseconds", min_sleep_us, max_usec_value,
+     "a random jitter below s/4 is added"},
+    {"-c", "worker think time in microseconds", 0, max_usec_value, ""},
+    {"-C", "message-thread think time in microseconds", 0, max_usec_value, ""},
+    {"-i", "seconds between reports", 0, max_sec_value, "0 = final report only"},
+    {"-z", "seconds between zeroing the statistics", 0, max_sec_value, "0 = never"},
+    {"-w", "warm-up seconds after which the statistics are zeroed once", 0, max_sec_value,
+     "0 = none"},
+}};
+
+std::string expectation(const numeric_flag& f) {
+  std::string s = "expected " + std::string(f.what) + ", " + std::to_string(f.lo) + ".." +
+                  std::to_string(f.hi);
+  if (!f.note.empty()) s += " (" + std::string(f.note) + ")";
+  return s;
+}
+
+const numeric_flag* find_numeric(std::string_view name) {
+  for (const numeric_flag& f : numeric_flags) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string accepted_flags() {
+  std::string s = "accepted:";
+  for (const numeric_flag& f : numeric_flags) s += " " + std::string(f.name) + " N";
+  s += " --policy NAME --threads --json FILE -h";
+  return s;
+}
+
+std::string policy_list() {
+  std::string s;
+  for (const std::string& n : usched::policy_names()) {
+    if (!s.empty()) s += ", ";
+    s += n;
+  }
+  return s;
+}
+
+// parse_number() reads `text` as the value of numeric flag `f`: digits with
+// an optional leading '-' (so that "-5" is reported as out of range rather
+// than as not a number), inside [lo, hi].
+std::uint64_t parse_number(const numeric_flag& f, const std::string& text) {
+  const std::string_view digits =
+      !text.empty() && text.front() == '-' ? std::string_view(text).substr(1) : std::string_view(text);
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    throw usage_error(std::string(f.name) + ": '" + text + "' is not a whole number; " +
+                      expectation(f));
+  }
+  // Accumulate with a saturating guard: anything past hi is out of range
+  // however long it is.
+  std::uint64_t v = 0;
+  bool overflow = false;
+  for (char c : digits) {
+    const auto d = static_cast<std::uint64_t>(c - '0');
+    if (v > (std::numeric_limits<std::uint64_t>::max() - d) / 10) {
+      overflow = true;
+      break;
+    }
+    v = v * 10 + d;
+  }
+  const bool negative = text.front() == '-' && v != 0;
+  if (overflow || negative || v < f.lo || v > f.hi) {
+    throw usage_error(std::string(f.name) + ": " + text + " is out of range; " + expectation(f));
+  }
+  return v;
+}
+
+void assign(cli_options& o, std::string_view name, std::uint64_t v) {
+  if (name == "-m") o.message_threads = static_cast<unsigned>(v);
+  else if (name == "-t") o.worker_threads = static_cast<unsigned>(v);
+  else if (name == "-r") o.runtime_s = v;
+  else if (name == "-s") o.sleep_us = v;
+  else if (name == "-c") o.worker_think_us = v;
+  else if (name == "-C") o.message_think_us = v;
+  else if (name == "-i") o.interval_s = v;
+  else if (name == "-z") o.zero_s = v;
+  else if (name == "-w") o.warmup_s = v;
+}
+
+std::string_view basename_of(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+cli_options parse_cli(std::span<const std::string> args, std::string_view argv0) {
+  cli_options o;
+  std::vector<std::string> all{std::string(basename_of(argv0))};
+  all.insert(all.end(), args.begin(), args.end());
+  o.command_line = shell_join(all);
+
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    // The value of a flag that takes one: attached ("-t20", "--json=f") or
+    // the next argument, taken whatever it looks like (getopt's rule).
+    const auto value_of = [&](std::string_view name, std::optional<std::string> attached,
+                              const std::string& expected) -> std::string {
+      if (attached) return *attached;
+      if (i + 1 >= args.size()) throw usage_error(std::string(name) + ": missing value; " + expected);
+      return args[++i];
+    };
+
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+      return o;
+    }
+    if (a == "--threads") {
+      o.threads = true;
+      continue;
+    }
+    if (a.rfind("--threads=", 0) == 0) throw usage_error("--threads: takes no value");
+    if (a == "--policy" || a.rfind("--policy=", 0) == 0) {
+      const std::string expected = "expected a policy name: one of " + policy_list();
+      std::optional<std::string> attached;
+      if (a.size() > 8) attached = a.substr(9);
+      o.policy = value_of("--policy", attached, expected);
+      if (o.policy.empty()) throw usage_error("--policy: missing value; " + expected);
+      continue;
+    }
+    if (a == "--json" || a.rfind("--json=", 0) == 0) {
+      const std::string expected = "expected a file name";
+      std::optional<std::string> attached;
+      if (a.size() > 6) attached = a.substr(7);
+      o.json_file = value_of("--json", attached, expected);
+      if (o.json_file.empty()) throw usage_error("--json: missing value; " + expected);
+      continue;
+    }
+    if (a.size() >= 2 && a[0] == '-' && a[1] != '-') {
+      const numeric_flag* f = find_numeric(std::string_view(a).substr(0, 2));
+      if (f) {
+        std::optional<std::string> attached;
+        if (a.size() > 2) attached = a.substr(2);
+        assign(o, f->name, parse_number(*f, value_of(f->name, attached, expectation(*f))));
+        continue;
+      }
+    }
+    if (!a.empty() && a[0] == '-' && a != "-") {
+      throw usage_error("unknown flag '" + a + "'; " + accepted_flags());
+    }
+    throw usage_error("unexpected argument '" + a + "'; every setting is a flag (see --help)");
+  }
+
+  if (o.threads && !o.policy.empty()) {
+    throw usage_error("--policy: not used with --threads (the kernel schedules the threads); "
+                      "give one or the other");
+  }
+  return o;
+}
+
+cli_options parse_cli(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_cli(args, argc > 0 ? argv[0] : "usched_schbench");
+}
+
+std::string usage_text(std::string_view program) {
+  std::string s = "usage: " + std::string(program) +
+                  " [-m N] [-t N] [-r S] [-s US] [-c US] [-C US] [-i S] [-z S] [-w S]\n"
+                  "       [--policy NAME | --threads] [--json FILE]\n"
+                  "Wake-up latency (schbench): message threads wake workers; each worker\n"
+                  "times how long after the wake-up it runs again.\n";
+  const cli_options d;
+  const auto line = [&s](std::string_view flag, std::string_view text, std::string_view def) {
+    std::string l = "  " + std::string(flag);
+    l.resize(std::max<std::size_t>(l.size() + 1, 16), ' ');
+    s += l + std::string(text) + (def.empty() ? "" : " (default: " + std::string(def) + ")") + "\n";
+  };
+  line("-m N", "message threads, 1.." + std::to_string(max_message_threads),
+       std::to_string(d.message_threads));
+  line("-t N", "workers per message thread, 1.." + std::to_string(max_worker_threads),
+       "usched workers (with --threads: CPUs) / -m, at least 1");
+  line("-r S", "seconds to run; 0 = until SIGINT/SIGTERM, then the final report",
+       std::to_string(d.runtime_s));
+  line("-s US", "message-thread sleep per round, microseconds, >= " + std::to_string(min_sleep_us) +
+                    "; a random jitter below s/4 is added",
+       std::to_string(d.sleep_us));
+  line("-c US", "worker think time per round, microseconds (spins on the wall clock)",
+       std::to_string(d.worker_think_us));
+  line("-C US", "message-thread think time per round, microseconds",
+       std::to_string(d.message_think_us));
+  line("-i S", "print cumulative percentiles every S seconds; 0 = final report only",
+       std::to_string(d.interval_s));
+  line("-z S", "zero the statistics every S seconds; 0 = never", "0");
+  line("-w S", "zero the statistics once after S seconds of warm-up; 0 = none",
+       std::to_string(d.warmup_s));
+  line("--policy NAME", "usched policy (overrides USCHED_POLICY): " + policy_list(),
+       "USCHED_POLICY or cfs");
+  line("--threads", "run the same workload on plain pthreads and futexes (the kernel's scheduler)",
+       "off");
+  line("--json FILE", "also write the final report as one JSON object", "none");
+  line("-h, --help", "print this help", "");
+  s += "Reports go to stdout in schbench's format; the runtime reads USCHED_* from the environment.\n";
+  return s;
+}
+
+unsigned resolve_worker_threads(const cli_options& o, unsigned cpus) noexcept {
+  if (o.worker_threads > 0) return o.worker_threads;
+  const unsigned per = o.message_threads > 0 ? cpus / o.message_threads : cpus;
+  return std::max(1u, per);
+}
+
+std::string shell_join(std::span<const std::string> args) {
+  // Characters a shell leaves alone in an unquoted word.
+  constexpr std::string_view plain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%";
+  std::string out;
+  for (const std::string& a : args) {
+    if (!out.empty()) out += ' ';
+    if (!a.empty() && a.find_first_not_of(plain) == std::string::npos) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) {
+      if (c == '\'') out += "'\\''";
+      else out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+}  // namespace usched::schbench

@@ -1,0 +1,603 @@
+// compare.cpp: usched_schbench_compare, the schbench clone run once per
+// registered policy and once on plain threads, side by side in one
+// invocation, with one table and one PNG of the percentile curves.
+//
+//   usched_schbench_compare [--policies a,b,c] [--plot FILE] [schbench flags...]
+//
+// Every run gets the same command line: the defaults below, scaled to this
+// machine, then the extra flags (later flags win, so any default can be
+// overridden), then --policy P or --threads. The kernel run is the baseline:
+// the table gives each policy's p99 as a ratio of it.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <usched/usched.hpp>
+
+#include "cli.hpp"
+#include "histogram.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace sb = usched::schbench;
+using steady = std::chrono::steady_clock;
+
+constexpr const char* program = "usched_schbench_compare";
+
+// Default run length and warm-up. With -c 1000000 every worker gives about
+// one sample a second, so a run holds about (R - W) samples per worker; ten
+// runs (nine policies and the kernel) of 20 s keep the whole comparison near
+// three and a half minutes on a 2-core machine.
+constexpr unsigned default_runtime_s = 20;
+constexpr unsigned default_warmup_s = 2;
+// The seeds' workload: workers think a full second, message threads sleep
+// 1 ms between rounds (seeds/000: schbench -t <cpus/2> -c 1000000 -s 1000).
+constexpr const char* default_worker_think_us = "1000000";
+constexpr const char* default_sleep_us = "1000";
+constexpr const char* default_message_threads = "2";
+// How often the progress line is redrawn and the child polled.
+constexpr std::chrono::milliseconds poll_period{250};
+// How much of a failed run's log is shown.
+constexpr std::size_t log_tail_chars = 2000;
+
+struct driver_options {
+  std::vector<std::string> policies;  // empty: every registered policy
+  std::string plot = "schbench-policies.png";
+  std::vector<std::string> extra;     // passed to every run
+  bool help = false;
+};
+
+class usage_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const std::string& s : v) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, ',')) out.push_back(cur);
+  if (!s.empty() && s.back() == ',') out.emplace_back();
+  return out;
+}
+
+driver_options parse_driver(int argc, char** argv) {
+  driver_options d;
+  const std::vector<std::string> registered = usched::policy_names();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&](const std::string& flag) -> std::string {
+      if (a.size() > flag.size() && a[flag.size()] == '=') return a.substr(flag.size() + 1);
+      if (i + 1 >= argc) throw usage_error(flag + ": missing value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      d.help = true;
+      return d;
+    }
+    if (a == "--policies" || a.rfind("--policies=", 0) == 0) {
+      d.policies = split_commas(value("--policies"));
+      if (d.policies.empty()) throw usage_error("--policies: missing value; expected a,b,c from: " + join(registered, ", "));
+      for (const std::string& p : d.policies) {
+        if (std::find(registered.begin(), registered.end(), p) == registered.end()) {
+          throw usage_error("--policies: '" + p + "' is not a registered policy; choose from: " +
+                            join(registered, ", "));
+        }
+      }
+      continue;
+    }
+    if (a == "--plot" || a.rfind("--plot=", 0) == 0) {
+      d.plot = value("--plot");
+      if (d.plot.empty()) throw usage_error("--plot: missing value; expected a PNG file name");
+      continue;
+    }
+    d.extra.push_back(a);
+  }
+  if (d.policies.empty()) d.policies = registered;
+  return d;
+}
+
+std::string usage() {
+  return std::string("usage: ") + program +
+         " [--policies a,b,c] [--plot FILE] [schbench flags...]\n"
+         "Runs usched_schbench once per policy (default: every registered one) and once\n"
+         "with --threads (the kernel), all with the same command line:\n"
+         "  -m " + default_message_threads + " -t <usched workers / 2, at least 1> -c " +
+         default_worker_think_us + " -s " + default_sleep_us + " -w " +
+         std::to_string(default_warmup_s) + " -r " + std::to_string(default_runtime_s) +
+         " [schbench flags...]\n"
+         "Later flags win, so the extra flags override any default. Prints one table\n"
+         "(p50, p90, p99, p99.9, max, samples, p99 / the kernel's p99) and plots the\n"
+         "percentile curves to FILE with gnuplot (default: schbench-policies.png).\n"
+         "  --policies a,b,c   the policies to run, from: " +
+         join(usched::policy_names(), ", ") +
+         "\n"
+         "  --plot FILE        where to write the PNG\n"
+         "  -h, --help         this text\n";
+}
+
+// ---- processes ----------------------------------------------------------------
+
+std::string self_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot read /proc/self/exe: " + ec.message());
+  return exe.parent_path().string();
+}
+
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::istringstream in(path);
+  for (std::string dir; std::getline(in, dir, ':');) {
+    if (dir.empty()) dir = ".";
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// child is one spawned process with stdout and stderr sent to a log file and
+// SIGINT/SIGTERM unblocked (the driver blocks them for itself).
+class child {
+ public:
+  child(const std::string& exe, const std::vector<std::string>& args, const std::string& log,
+        bool search_path) {
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    const int rc = search_path ? posix_spawnp(&pid_, exe.c_str(), &fa, &attr, argv.data(), environ)
+                               : posix_spawn(&pid_, exe.c_str(), &fa, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+  }
+  child(const child&) = delete;
+  child& operator=(const child&) = delete;
+  ~child() {
+    if (!status_) {
+      kill(pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+    }
+  }
+
+  // poll() reaps the child if it has exited; its wait status, or nothing.
+  std::optional<int> poll() {
+    if (status_) return status_;
+    int st = 0;
+    const pid_t r = waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) status_ = st;
+    return status_;
+  }
+
+  void signal(int sig) const { kill(pid_, sig); }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st)) return "exit status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("killed by ") + strsignal(WTERMSIG(st));
+  return "ended oddly";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// stop_signals: SIGINT or SIGTERM to the driver ends the current run early
+// (forwarded to the clone, which then prints its final report), skips the
+// rest and still prints the table. Blocked for the driver's lifetime and
+// taken with sigtimedwait, so there is no handler and no global flag.
+class stop_signals {
+ public:
+  stop_signals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  // wait() sleeps up to `d`; the signal number if one came, else 0.
+  int wait(std::chrono::nanoseconds d) const {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(d.count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(d.count() % 1'000'000'000);
+    const int sig = sigtimedwait(&set_, nullptr, &ts);
+    return sig > 0 ? sig : 0;
+  }
+
+ private:
+  sigset_t set_{};
+};
+
+// ---- one run ---------------------------------------------------------------------
+
+struct run_result {
+  std::string label;  // policy name, or "threads"
+  std::optional<sb::run_summary> summary;
+  std::string failure;  // why there is no summary
+  double seconds = 0;
+};
+
+std::string format_duration(double s) {
+  const auto total = static_cast<long long>(s);
+  char buf[32];
+  if (total >= 60) std::snprintf(buf, sizeof buf, "%lldm%02llds", total / 60, total % 60);
+  else std::snprintf(buf, sizeof buf, "%llds", total);
+  return buf;
+}
+
+// progress draws "[3/10] cfs-v5.9  12s of ~21s  (total 1m05s)": redrawn in
+// place on a terminal, one line per finished run otherwise (logs, CI).
+class progress {
+ public:
+  progress() : tty_(isatty(STDERR_FILENO) == 1), begin_(steady::now()) {}
+
+  void update(std::size_t index, std::size_t count, const std::string& label, double run_s,
+              double expected_s) const {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %-20s %s of ~%s  (total %s)", index + 1, count,
+                 label.c_str(), format_duration(run_s).c_str(), format_duration(expected_s).c_str(),
+                 format_duration(total()).c_str());
+    std::fflush(stderr);
+  }
+
+  void finished(std::size_t index, std::size_t count, const run_result& r) const {
+    const std::string what = r.summary ? std::to_string(r.summary->samples) + " samples"
+                                       : "FAILED: " + r.failure;
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "[%zu/%zu] %-20s %s in %.1fs  (total %s)\n", index + 1, count,
+                 r.label.c_str(), what.c_str(), r.seconds, format_duration(total()).c_str());
+    std::fflush(stderr);
+  }
+
+ private:
+  double total() const { return std::chrono::duration<double>(steady::now() - begin_).count(); }
+  bool tty_;
+  steady::time_point begin_;
+};
+
+// run_one() runs the clone once and reads its JSON back. `interrupted` is
+// set when a stop signal came; the run then ends early but still reports.
+run_result run_one(const std::string& exe, const std::vector<std::string>& args,
+                   const std::string& label, const fs::path& dir, std::size_t index,
+                   std::size_t count, double expected_s, const progress& prog,
+                   const stop_signals& sig, bool& interrupted) {
+  run_result r;
+  r.label = label;
+  const std::string json = (dir / ("run" + std::to_string(index) + ".json")).string();
+  const std::string log = (dir / ("run" + std::to_string(index) + ".log")).string();
+  std::vector<std::string> full = args;
+  full.insert(full.end(), {"--json", json});
+
+  const auto start = steady::now();
+  std::optional<int> status;
+  {
+    child c(exe, full, log, false);
+    while (!(status = c.poll())) {
+      const double run_s = std::chrono::duration<double>(steady::now() - start).count();
+      prog.update(index, count, label, run_s, expected_s);
+      if (sig.wait(poll_period) != 0 && !interrupted) {
+        interrupted = true;
+        c.signal(SIGINT);  // the clone stops and prints its final report
+      }
+    }
+  }
+  r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    std::string tail = read_file(log);
+    if (tail.size() > log_tail_chars) tail = "..." + tail.substr(tail.size() - log_tail_chars);
+    r.failure = describe_status(*status) + "; its output:\n" + tail;
+    return r;
+  }
+  try {
+    r.summary = sb::parse_run_json(read_file(json));
+  } catch (const std::exception& e) {
+    r.failure = std::string("unreadable JSON: ") + e.what();
+  }
+  return r;
+}
+
+// ---- output --------------------------------------------------------------------------
+
+std::uint64_t percentile_value(const sb::run_summary& s, double p) {
+  for (const sb::percentile_row& r : s.percentiles) {
+    if (r.percentile == p) return r.value;
+  }
+  return 0;
+}
+
+void print_table(const std::vector<run_result>& results, std::ostream& out) {
+  const run_result* base = nullptr;
+  for (const run_result& r : results) {
+    if (r.label == "threads" && r.summary) base = &r;
+  }
+  const std::uint64_t base_p99 = base ? percentile_value(*base->summary, 99.0) : 0;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-20s %9s %9s %9s %9s %9s %8s %12s\n", "policy", "p50",
+                "p90", "p99", "p99.9", "max", "samples", "p99/threads");
+  out << line;
+  for (const run_result& r : results) {
+    const std::string label = r.label == "threads" ? "threads (kernel)" : r.label;
+    if (!r.summary) {
+      std::snprintf(line, sizeof line, "%-20s %s\n", label.c_str(), "failed (see below)");
+      out << line;
+      continue;
+    }
+    const sb::run_summary& s = *r.summary;
+    std::string ratio = "-";
+    if (base_p99 > 0) {
+      char buf[32];
+      // Ratios run from thousandths to hundreds: one more decimal below 1.
+      const double ratio_value =
+          static_cast<double>(percentile_value(s, 99.0)) / static_cast<double>(base_p99);
+      std::snprintf(buf, sizeof buf, ratio_value < 1.0 ? "%.3f" : "%.2f", ratio_value);
+      ratio = buf;
+    }
+    std::snprintf(line, sizeof line, "%-20s %9llu %9llu %9llu %9llu %9llu %8llu %12s\n",
+                  label.c_str(), static_cast<unsigned long long>(percentile_value(s, 50.0)),
+                  static_cast<unsigned long long>(percentile_value(s, 90.0)),
+                  static_cast<unsigned long long>(percentile_value(s, 99.0)),
+                  static_cast<unsigned long long>(percentile_value(s, 99.9)),
+                  static_cast<unsigned long long>(s.max_us),
+                  static_cast<unsigned long long>(s.samples), ratio.c_str());
+    out << line;
+  }
+  out << "(latencies in usec, schbench's bucket midpoints; p99/threads: p99 over the kernel's p99)\n";
+}
+
+// A percentile on the "nines" axis: 90 -> 1, 99 -> 2, 99.9 -> 3.
+double nines(double p) { return -std::log10(1.0 - p / 100.0); }
+
+std::string gnuplot_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// plot() writes the PNG with gnuplot; one line of outcome either way.
+void plot(const std::vector<run_result>& results, const std::string& png,
+          const std::string& title, const fs::path& dir) {
+  if (!on_path("gnuplot")) {
+    std::cout << "plot: gnuplot not found on PATH; no " << png << " written\n";
+    return;
+  }
+  const std::string data = (dir / "curves.dat").string();
+  std::ofstream d(data);
+  std::vector<std::string> titles;
+  for (const run_result& r : results) {
+    if (!r.summary) continue;
+    d << "# " << r.label << "\n";
+    for (const sb::percentile_row& row : r.summary->curve) {
+      if (row.value == 0) continue;  // log scale
+      d << nines(row.percentile) << ' ' << row.value << '\n';
+    }
+    d << "\n\n";
+    titles.push_back(r.label == "threads" ? "threads (kernel)" : r.label);
+  }
+  d.close();
+  if (titles.empty()) {
+    std::cout << "plot: no successful run to plot\n";
+    return;
+  }
+
+  // Debian's gnuplot-nox has both pngcairo and the libgd png terminal;
+  // prefer cairo (antialiased) and fall back when a build lacks it.
+  const std::string probe_log = (dir / "probe.log").string();
+  std::string terminal = "png size 1200,650";
+  {
+    child probe("gnuplot", {"-e", "set terminal pngcairo"}, probe_log, true);
+    std::optional<int> st;
+    while (!(st = probe.poll())) usleep(10000);
+    if (WIFEXITED(*st) && WEXITSTATUS(*st) == 0) terminal = "pngcairo size 1200,650";
+  }
+
+  const std::string script = (dir / "curves.gp").string();
+  std::ofstream g(script);
+  g << "set terminal " << terminal << " noenhanced\n"
+    << "set output " << gnuplot_quote(png) << "\n"
+    << "set title " << gnuplot_quote(title) << "\n"
+    << "set xlabel 'percentile'\n"
+    << "set ylabel 'wake-up latency (usec)'\n"
+    << "set logscale y\n"
+    << "set grid\n"
+    << "set key outside right top\n"
+    << "set xrange [0:4.2]\n"
+    << "set xtics ('1' " << nines(1) << ", '50' " << nines(50) << ", '90' 1, '99' 2, '99.9' 3, "
+    << "'99.99' 4)\n"
+    << "plot ";
+  for (std::size_t i = 0; i < titles.size(); ++i) {
+    if (i) g << ", \\\n     ";
+    g << gnuplot_quote(data) << " index " << i << " using 1:2 with linespoints title "
+      << gnuplot_quote(titles[i]);
+  }
+  g << "\n";
+  g.close();
+
+  const std::string glog = (dir / "gnuplot.log").string();
+  child gp("gnuplot", {script}, glog, true);
+  std::optional<int> st;
+  while (!(st = gp.poll())) usleep(10000);
+  if (WIFEXITED(*st) && WEXITSTATUS(*st) == 0) {
+    std::cout << "plot: wrote " << png << "\n";
+  } else {
+    std::string err = read_file(glog);
+    err = err.substr(0, err.find('\n', err.find_first_not_of('\n')));
+    std::cout << "plot: gnuplot failed (" << describe_status(*st) << "): " << err << "\n";
+  }
+}
+
+int run(const driver_options& d) {
+  const stop_signals sig;
+  const std::string exe = self_dir() + "/usched_schbench";
+  if (access(exe.c_str(), X_OK) != 0) {
+    std::cerr << program << ": cannot run " << exe << " (" << std::strerror(errno)
+              << "); it is built next to this program\n";
+    return 1;
+  }
+
+  // The machine, as usched sees it: the worker count scales -t.
+  unsigned workers = 0;
+  std::string topology;
+  {
+    usched::options ro = usched::options::from_env();
+    ro.policy = d.policies.front();
+    usched::runtime rt{ro};
+    workers = rt.workers();
+    const std::string desc = rt.describe();
+    const std::size_t at = desc.find("topology: ");
+    topology = at == std::string::npos ? "" : desc.substr(at, desc.find('\n', at) - at);
+  }
+
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"-m", default_message_threads},
+      {"-t", std::to_string(std::max(1u, workers / 2))},
+      {"-c", default_worker_think_us},
+      {"-s", default_sleep_us},
+      {"-w", std::to_string(default_warmup_s)},
+      {"-r", std::to_string(default_runtime_s)}};
+  // A default the extra flags set again is left out, so the command line
+  // shown (and run) says each flag once; the extras follow as given.
+  const auto overridden = [&d](const std::string& flag) {
+    return std::any_of(d.extra.begin(), d.extra.end(),
+                       [&flag](const std::string& a) { return a.rfind(flag, 0) == 0; });
+  };
+  std::vector<std::string> common;
+  for (const auto& [flag, value] : defaults) {
+    if (!overridden(flag)) common.insert(common.end(), {flag, value});
+  }
+  common.insert(common.end(), d.extra.begin(), d.extra.end());
+  // Check the shared command line once, here, rather than ten times in the
+  // children.
+  const sb::cli_options parsed = sb::parse_cli(common);
+  if (parsed.help || !parsed.policy.empty() || parsed.threads || !parsed.json_file.empty()) {
+    throw usage_error("--policy, --threads, --json and --help are set per run by the driver; "
+                      "choose policies with --policies");
+  }
+  if (parsed.runtime_s == 0) throw usage_error("-r 0 runs until a signal; the driver needs -r > 0");
+
+  std::error_code ec;
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/usched-schbench-compare-XXXXXX";
+  if (!mkdtemp(templ.data())) {
+    throw std::runtime_error("cannot create a temporary folder " + templ + ": " + std::strerror(errno));
+  }
+  const fs::path dir = templ;
+  struct remove_dir {
+    fs::path p;
+    ~remove_dir() {
+      std::error_code e;
+      fs::remove_all(p, e);
+    }
+  } cleanup{dir};
+
+  const std::string shown = sb::shell_join(common);
+  std::cout << "schbench per policy: usched_schbench " << shown << " [--policy P | --threads]\n";
+  if (!topology.empty()) std::cout << topology << ", " << workers << " usched workers\n";
+  std::cout << std::flush;
+
+  std::vector<std::string> labels = d.policies;
+  labels.emplace_back("threads");
+  // A run lasts -r seconds plus start-up and the last think to wind down.
+  const double expected_s = static_cast<double>(parsed.runtime_s) + 1.0;
+  const progress prog;
+  bool interrupted = false;
+  std::vector<run_result> results;
+  for (std::size_t i = 0; i < labels.size() && !interrupted; ++i) {
+    std::vector<std::string> args = common;
+    if (labels[i] == "threads") args.emplace_back("--threads");
+    else args.insert(args.end(), {"--policy", labels[i]});
+    results.push_back(run_one(exe, args, labels[i], dir, i, labels.size(), expected_s, prog, sig,
+                              interrupted));
+    prog.finished(i, labels.size(), results.back());
+  }
+
+  std::cout << "\n";
+  print_table(results, std::cout);
+  bool failed = false;
+  for (const run_result& r : results) {
+    if (!r.summary) {
+      failed = true;
+      std::cout << "\n" << r.label << " failed: " << r.failure << "\n";
+    }
+  }
+  if (interrupted) std::cout << "interrupted: " << results.size() << " of " << labels.size() << " runs done\n";
+  plot(results, d.plot, "schbench wake-up latency: " + shown, dir);
+  if (interrupted) return 130;
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const driver_options d = parse_driver(argc, argv);
+    if (d.help) {
+      std::cout << usage();
+      return 0;
+    }
+    return run(d);
+  } catch (const usage_error& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const sb::usage_error& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const usched::config_error& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 1;
+  }
+}
