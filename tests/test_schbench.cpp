@@ -11,7 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <regex>
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -50,26 +50,52 @@ std::string last_block(const std::string& out) {
   return at == std::string::npos ? std::string() : out.substr(at);
 }
 
-// A block in the 2020 format; group 1 is the total sample count, groups 2..8
-// the per-band counts.
-const std::regex block_re(
-    "Latency percentiles \\(usec\\) runtime [0-9]+ \\(s\\) \\(([0-9]+) total samples\\)\n"
-    "\t50\\.0th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\t75\\.0th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\t90\\.0th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\t95\\.0th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\t\\*99\\.0th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\t99\\.5th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\t99\\.9th: [0-9]+ \\(([0-9]+) samples\\)\n"
-    "\tmin=[0-9]+, max=[0-9]+\n");
+// Parses one line against a scanf format that must consume all of it.
+template <class... Out>
+bool scan_whole(const std::string& line, const char* format, Out*... out) {
+  int used = -1;
+  const std::string fmt = std::string(format) + "%n";
+  const int n = std::sscanf(line.c_str(), fmt.c_str(), out..., &used);
+  return n == static_cast<int>(sizeof...(Out)) && used == static_cast<int>(line.size());
+}
 
+// Checks a block in the 2020 format: the header with `samples`, the seven
+// tab-indented percentile lines in order, the min/max line; the per-band
+// counts add up to at most the total.
 void check_block(const std::string& block, std::uint64_t samples) {
-  std::smatch m;
   INFO(block);
-  REQUIRE(std::regex_match(block, m, block_re));
-  CHECK(std::stoull(m[1].str()) == samples);
-  std::uint64_t banded = 0;
-  for (int i = 2; i <= 8; ++i) banded += std::stoull(m[i].str());
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < block.size()) {
+    const std::size_t end = block.find('\n', start);
+    REQUIRE(end != std::string::npos);  // every line ends with a newline
+    lines.push_back(block.substr(start, end - start));
+    start = end + 1;
+  }
+  REQUIRE(lines.size() == 9);
+  // scanf treats a tab in the format as any run of white space, so the
+  // indentation is checked on its own.
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    CHECK(lines[i].size() > 1);
+    CHECK(lines[i][0] == '\t');
+    CHECK(lines[i][1] != ' ');
+  }
+  unsigned long long runtime = 0, total = 0;
+  REQUIRE(scan_whole(lines[0], "Latency percentiles (usec) runtime %llu (s) (%llu total samples)",
+                     &runtime, &total));
+  CHECK(total == samples);
+  const char* labels[] = {"\t50.0th: ", "\t75.0th: ", "\t90.0th: ", "\t95.0th: ",
+                          "\t*99.0th: ", "\t99.5th: ", "\t99.9th: "};
+  unsigned long long banded = 0;
+  for (int i = 0; i < 7; ++i) {
+    unsigned long long value = 0, count = 0;
+    const std::string fmt = std::string(labels[i]) + "%llu (%llu samples)";
+    CHECK(scan_whole(lines[static_cast<std::size_t>(i) + 1], fmt.c_str(), &value, &count));
+    banded += count;
+  }
+  unsigned long long mn = 0, mx = 0;
+  CHECK(scan_whole(lines[8], "\tmin=%llu, max=%llu", &mn, &mx));
+  CHECK(mn <= mx);
   CHECK(banded <= samples);
 }
 

@@ -14,6 +14,7 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #define USCHED_ASAN 1
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__SANITIZE_THREAD__)
@@ -80,6 +81,19 @@ inline void sanitizer_destroy_fiber(void* tsan_fiber) noexcept {
   (void)tsan_fiber;
 #endif
 }
+// A pooled stack is reused by the next fiber. The frames its last fiber
+// never returned from (it left for good from inside them) keep their ASan
+// redzones poisoned; clear them before the stack runs anything new, or the
+// new fiber's locals are reported as overflows.
+inline void sanitizer_unpoison_stack(const void* bottom, std::size_t size) noexcept {
+#if USCHED_ASAN
+  __asan_unpoison_memory_region(bottom, size);
+#else
+  (void)bottom;
+  (void)size;
+#endif
+}
+
 // The logical thread of the calling OS thread (a worker's own context).
 inline void* sanitizer_current_fiber() noexcept {
 #if USCHED_TSAN

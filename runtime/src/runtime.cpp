@@ -232,6 +232,7 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts) {
   f->detached = false;
   f->joiner = nullptr;
   f->on_cpu.store(false, std::memory_order_relaxed);
+  sanitizer_unpoison_stack(f->ctx.stack_bottom, f->ctx.stack_size);
   f->ctx.fctx = bctx::make_fcontext(f->stack_top, f->ctx.stack_size, &worker::fiber_entry);
   live_.fetch_add(1, std::memory_order_relaxed);
   schedule(f, placement_kind::spawn);
