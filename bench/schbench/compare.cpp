@@ -34,6 +34,7 @@
 
 #include "cli.hpp"
 #include "histogram.hpp"
+#include "stop_signals.hpp"
 
 extern char** environ;
 
@@ -232,31 +233,6 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// stop_signals: SIGINT or SIGTERM to the driver ends the current run early
-// (forwarded to the clone, which then prints its final report), skips the
-// rest and still prints the table. Blocked for the driver's lifetime and
-// taken with sigtimedwait, so there is no handler and no global flag.
-class stop_signals {
- public:
-  stop_signals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  // wait() sleeps up to `d`; the signal number if one came, else 0.
-  int wait(std::chrono::nanoseconds d) const {
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(d.count() / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(d.count() % 1'000'000'000);
-    const int sig = sigtimedwait(&set_, nullptr, &ts);
-    return sig > 0 ? sig : 0;
-  }
-
- private:
-  sigset_t set_{};
-};
-
 // ---- one run ---------------------------------------------------------------------
 
 struct run_result {
@@ -309,7 +285,7 @@ class progress {
 run_result run_one(const std::string& exe, const std::vector<std::string>& args,
                    const std::string& label, const fs::path& dir, std::size_t index,
                    std::size_t count, double expected_s, const progress& prog,
-                   const stop_signals& sig, bool& interrupted) {
+                   const sb::stop_signals& sig, bool& interrupted) {
   run_result r;
   r.label = label;
   const std::string json = (dir / ("run" + std::to_string(index) + ".json")).string();
@@ -324,7 +300,7 @@ run_result run_one(const std::string& exe, const std::vector<std::string>& args,
     while (!(status = c.poll())) {
       const double run_s = std::chrono::duration<double>(steady::now() - start).count();
       prog.update(index, count, label, run_s, expected_s);
-      if (sig.wait(poll_period) != 0 && !interrupted) {
+      if (sig.wait_for(poll_period) != 0 && !interrupted) {
         interrupted = true;
         c.signal(SIGINT);  // the clone stops and prints its final report
       }
@@ -478,7 +454,7 @@ void plot(const std::vector<run_result>& results, const std::string& png,
 }
 
 int run(const driver_options& d) {
-  const stop_signals sig;
+  const sb::stop_signals sig;
   const std::string exe = self_dir() + "/usched_schbench";
   if (access(exe.c_str(), X_OK) != 0) {
     std::cerr << program << ": cannot run " << exe << " (" << std::strerror(errno)

@@ -46,10 +46,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <usched/detail/cpu_relax.hpp>
 #include <usched/usched.hpp>
 
 #include "cli.hpp"
 #include "histogram.hpp"
+#include "stop_signals.hpp"
 
 namespace usched::schbench {
 
@@ -62,16 +64,6 @@ std::int64_t now_ns() noexcept {
       .count();
 }
 
-// The spin-wait hint between clock reads of a think loop.
-inline void cpu_pause() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#else
-  asm volatile("" ::: "memory");
-#endif
-}
 
 // ---- statistics -------------------------------------------------------------
 
@@ -199,7 +191,7 @@ class fiber_event {
 struct thread_platform {
   using event = futex_event;
   // The kernel preempts a spinning thread by itself.
-  static void between_clock_reads() noexcept { cpu_pause(); }
+  static void between_clock_reads() noexcept { usched::detail::cpu_relax(); }
   static void sleep_us(std::uint64_t us) { std::this_thread::sleep_for(std::chrono::microseconds(us)); }
 };
 
@@ -209,7 +201,7 @@ struct fiber_platform {
   // clock read, and preempt_point() yields once the slice is used up.
   static void between_clock_reads() noexcept {
     usched::this_fiber::preempt_point();
-    cpu_pause();
+    usched::detail::cpu_relax();
   }
   static void sleep_us(std::uint64_t us) { usched::this_fiber::sleep_for(std::chrono::microseconds(us)); }
 };
@@ -359,54 +351,6 @@ void stop(control& ctl, const std::vector<std::unique_ptr<message_state<P>>>& ms
 }
 
 // ---- the reporting thread -----------------------------------------------------
-
-// stop_signals blocks SIGINT and SIGTERM in the calling thread for its
-// lifetime, so that threads started meanwhile inherit the mask and the
-// signals queue for wait_until() instead of killing the process.
-class stop_signals {
- public:
-  stop_signals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~stop_signals() {
-    // A signal that came during shutdown asked for what is already
-    // happening; drop it rather than let it kill the process on unblock.
-    // Only signals the caller had not blocked itself are ours to drop.
-    timespec zero{};
-    for (int sig : {SIGINT, SIGTERM}) {
-      if (sigismember(&old_, sig)) continue;
-      sigset_t one;
-      sigemptyset(&one);
-      sigaddset(&one, sig);
-      while (sigtimedwait(&one, nullptr, &zero) == sig) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  stop_signals(const stop_signals&) = delete;
-  stop_signals& operator=(const stop_signals&) = delete;
-
-  // wait_until() sleeps until `deadline`; true if a stop signal came first.
-  bool wait_until(steady::time_point deadline) const {
-    for (;;) {
-      const auto left = deadline - steady::now();
-      if (left <= steady::duration::zero()) return false;
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timespec ts{};
-      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-      if (sigtimedwait(&set_, nullptr, &ts) > 0) return true;
-      // EAGAIN (timed out) or EINTR: re-check the clock.
-    }
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-};
 
 // report_loop() is schbench's sleep_for_runtime: wake once a second, zero
 // after the warm-up and every -z seconds, print the cumulative block every
