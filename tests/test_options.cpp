@@ -52,7 +52,10 @@ TEST_CASE("options: defaults", "[options]") {
   CHECK(o.workers == 0);
   CHECK(o.unit == usched::worker_unit::pu);
   CHECK(o.slice == std::chrono::microseconds(3000));
+  CHECK(o.stack_size == usched::default_stack_size);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   CHECK(o.stack_size == 64 * 1024);
+#endif
   CHECK(o.topology.empty());
 }
 

@@ -14,6 +14,15 @@ enum class worker_unit {
   core,  // one worker per core, bound to all of the core's PUs
 };
 
+// The default usable stack of a fiber. Sanitizers enlarge every frame (ASan's
+// redzones; TSan's runtime runs its own calls on the fiber's stack), so a
+// sanitized build starts from a larger default.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr std::size_t default_stack_size = 256 * 1024;
+#else
+inline constexpr std::size_t default_stack_size = 64 * 1024;
+#endif
+
 // options configures a runtime. Every field has a default; options::from_env()
 // starts from the defaults and overrides each field whose environment variable
 // is set. Values are checked when the runtime is built (the worker count
@@ -38,8 +47,9 @@ struct options {
   // (USCHED_SLICE_US).
   std::chrono::microseconds slice{3000};
 
-  // Usable stack of every fiber, excluding its guard page (USCHED_STACK_KB).
-  std::size_t stack_size = 64 * 1024;
+  // Usable stack of every fiber, excluding its guard page (USCHED_STACK_KB):
+  // 64 KiB (256 KiB in sanitizer builds, see default_stack_size).
+  std::size_t stack_size = default_stack_size;
 
   // How long an idle worker spins looking for work before it parks
   // (USCHED_SPIN_US). Spinning buys wake-up latency with CPU time.
