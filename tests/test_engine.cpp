@@ -379,3 +379,20 @@ TEST_CASE("engine: a wake-up within the granularity does not preempt", "[engine]
   CHECK(e.rq(0).need_resched.load());
   CHECK(e.counters(0).wakeup_preemptions == 1);
 }
+
+TEST_CASE("engine: an active balance pushes the running fiber even if nothing else is queued", "[engine][cfs]") {
+  engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+  sched_entity a;
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+  e.rq(0).active_balance_dst = 1;
+  int pushed = -1;
+  // The yield hands a to worker 1 and leaves worker 0 with nothing to run:
+  // the caller must go idle, not switch to a null fiber.
+  CHECK(e.pick_next(0, &a, prev_action::requeue, 1'000'000, &pushed) == nullptr);
+  CHECK(pushed == 1);
+  CHECK(e.rq(0).idle.load());
+  CHECK(e.rq(1).nr_running == 1);
+  CHECK(e.counters(0).active_pushes == 1);
+  CHECK(e.pick_next(1, nullptr, prev_action::requeue, 1'000'000) == &a);
+}

@@ -201,7 +201,9 @@ void worker::yield_current() {
     start_slice();
     return;
   }
-  switch_to(next, false);
+  // An active balance may have pushed this fiber away and left nothing
+  // queued here: then the worker goes idle.
+  switch_to(next ? next : &idle_, false);
 }
 
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
