@@ -584,25 +584,19 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
     return {};
   }
 
-  const unsigned shift = std::min(env.nr_balance_failed, max_failure_shift);
   switch (env.type) {
-    case migration_type::migrate_load: {
-      // A fiber's load can read 0 (a brand-new or long-blocked fiber); it
-      // still counts 1 so the imbalance shrinks and the pass ends.
-      const long load = fiber.load_avg > 0 ? static_cast<long>(fiber.load_avg) : 1;
+    case migration_type::migrate_load:
       if (features.v59_load_detach) {
         // v5.9: do not move more than twice what is left, until balancing
-        // here has failed more than cache_nice_tries times.
+        // here has failed more than cache_nice_tries times. (A load of 0
+        // still counts 1, so the imbalance shrinks and the pass ends.)
+        const long load = fiber.load_avg > 0 ? static_cast<long>(fiber.load_avg) : 1;
         if (load / 2 > env.imbalance && !balance_keeps_failing) {
           return {};
         }
-      } else if ((load >> shift) > env.imbalance) {
-        // v5.10: each failed attempt halves the fiber's apparent load, so a
-        // persistent imbalance eventually moves even a big fiber.
-        return {};
+        return {true, load};
       }
-      return {true, load};
-    }
+      break;
     case migration_type::migrate_util: {
       const long util = static_cast<long>(fiber.util_avg);
       // seeds/000, candidate C: an idle destination takes the fiber
@@ -613,22 +607,21 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
       }
       // seeds/000, candidate B: each failed attempt halves the fiber's
       // apparent util, so a hog eventually fits the spare capacity.
-      const long apparent = features.util_shift_by_failures ? util >> shift : util;
-      if (apparent > env.imbalance) {
-        return {};
+      if (features.util_shift_by_failures) {
+        const unsigned shift = std::min(env.nr_balance_failed, max_failure_shift);
+        if ((util >> shift) > env.imbalance) {
+          return {};
+        }
+        return {true, util};
       }
-      return {true, util};
+      break;
     }
     case migration_type::migrate_task:
-      return {true, 1};
     case migration_type::migrate_misfit:
-      // Not a misfit after all: it fits its worker.
-      if (fits_capacity(fiber.util_avg, env.src_capacity)) {
-        return {};
-      }
-      return {true, env.imbalance};
+      break;
   }
-  return {};
+  // Everything the variants leave alone is the kernel's v5.10 rule.
+  return kernel_detach_rule(fiber, env);
 }
 
 bool picked_group_without_stacked_cpu(const balance_request& req, const sd_lb_stats& sds) {

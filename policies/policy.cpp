@@ -45,8 +45,11 @@ bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
 
 bool policy::odd_pick(const balance_request&, const balance_decision&) const { return false; }
 
-// The kernel's detach_tasks() switch on the migration type (v5.10).
 detach_verdict policy::can_detach(const fiber_view& f, const detach_env& env) const {
+  return kernel_detach_rule(f, env);
+}
+
+detach_verdict kernel_detach_rule(const fiber_view& f, const detach_env& env) noexcept {
   switch (env.type) {
     case migration_type::migrate_load: {
       const long load = f.load_avg > 0 ? static_cast<long>(f.load_avg) : 1;

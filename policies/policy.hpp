@@ -151,6 +151,13 @@ struct detach_verdict {
   long amount = 0;
 };
 
+// kernel_detach_rule() is the kernel's detach_tasks() switch on the
+// migration type (v5.10), without cache-hotness: task counts one; util skips
+// a fiber whose util exceeds what is left; load skips one whose load,
+// halved for each failed attempt, exceeds it; misfit takes one that does
+// not fit its worker. Policies that vary one case call it for the others.
+detach_verdict kernel_detach_rule(const fiber_view& f, const detach_env& env) noexcept;
+
 class policy {
  public:
   virtual ~policy() = default;
