@@ -1,71 +1,776 @@
-// usched_micro: micro benchmarks of the runtime's hot paths (Google
-// Benchmark). Each benchmark runs under several policies in one process, so
-// their costs compare side by side.
+// usched_micro: micro benchmarks of what users pick a fiber runtime on, for
+// one peer configuration per process (Google Benchmark; --benchmark_format=json
+// for machines). usched_micro_compare runs every configuration side by side
+// and prints the ratios.
 //
-//   yield/<variant>  two fibers on one worker yielding to each other: ns per
-//                    switch. none and steal keep a FIFO queue without load
-//                    tracking; cfs-nopelt is cfs's vruntime discipline with
-//                    load tracking off (options::load_tracking), cfs has
-//                    both: cfs minus cfs-nopelt is what PELT costs a switch.
+//   usched_micro --peer=usched --workers=2 --policy=cfs
+//   usched_micro --peer=boost-ws --workers=2
+//
+// Peers: usched, boost-ws / boost-ws-sleep (Boost.Fiber work_stealing,
+// busy-polling / sleeping when idle), boost-shared (shared_work), thread
+// (std::thread), context (raw Boost.Context resume: the switch floor).
+//
+// Workloads (each runs once per benchmark iteration and reports counters):
+//   yield              two fibers on one worker yielding to each other: ns per switch
+//   spawn_join         1,000,000 fibers in batches of 1,000, spawned and joined
+//                      from a fiber: ns per fiber, first run and warm run
+//   spawn_join_thread  the same, spawned and joined from a non-fiber thread
+//   live_rss           100,000 fibers alive at once (blocked): resident bytes per fiber
+//   skynet             1,000,000 leaves of a 10-ary tree of fibers; sums travel
+//                      up through join handles: total ms, result checked
+//   wake_cv            a fiber blocked on a condition variable on worker 0 is
+//   wake_chan          woken by a fiber on worker 1 (or blocked on a channel
+//                      receive): wake-to-run ns, p50/p99/p99.9 over samples
+//                      with random gaps (1-20 us) between wake-ups
+//   mutex/N            N fibers increment a counter under a mutex: ns per lock+unlock
+//   chan_same          channel ping-pong between two fibers on one worker
+//   chan_cross         ... on two workers: ns per one-way hand-off
 #include <benchmark/benchmark.h>
 
-#include <chrono>
+#include <boost/context/fiber.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <condition_variable>
+#include <random>
+#include <stdexcept>
 #include <string>
 
 #include <usched/usched.hpp>
 
+#include "peers.hpp"
+
+namespace micro {
 namespace {
 
-// Yields per timed batch: long enough to amortize the start of the batch,
-// short enough for Google Benchmark to repeat it.
-constexpr int yields_per_batch = 200'000;
+// ---- configuration -----------------------------------------------------------
 
-void bm_yield(benchmark::State& state, const std::string& policy, bool load_tracking) {
-  usched::options o;
-  o.policy = policy;
-  o.workers = 1;
-  o.load_tracking = load_tracking;
-  usched::runtime rt(o);
+struct config {
+  std::string peer = "usched";
+  unsigned workers = 2;
+  std::string policy = "cfs";
+  bool load_tracking = true;
+  long spin_us = -1;  // usched idle spin; -1: the runtime's default
+  long samples = 100'000;
+  long fibers = 1'000'000;
+};
+
+config cfg;
+
+constexpr int yields_total = 2'000'000;
+constexpr long spawn_batch = 1'000;
+constexpr long live_fibers = 100'000;
+constexpr long mutex_ops = 1'000'000;
+constexpr long pingpong_round_trips = 200'000;
+constexpr std::int64_t gap_min_ns = 1'000;
+constexpr std::int64_t gap_max_ns = 20'000;
+
+// Random gaps between wake-ups, the same sequence for every peer.
+std::vector<std::int64_t> make_gaps(long n) {
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<std::int64_t> d(gap_min_ns, gap_max_ns);
+  std::vector<std::int64_t> g(static_cast<std::size_t>(n));
+  for (auto& x : g) x = d(rng);
+  return g;
+}
+
+void report_latency(benchmark::State& state, std::vector<std::int64_t>& lat) {
+  const percentiles p = percentiles_of(lat);
+  state.counters["p50_ns"] = p.p50;
+  state.counters["p99_ns"] = p.p99;
+  state.counters["p999_ns"] = p.p999;
+  state.counters["max_ns"] = p.max;
+}
+
+std::uint64_t skynet_expected(long leaves) {
+  const auto n = static_cast<std::uint64_t>(leaves);
+  return n * (n - 1) / 2;
+}
+
+// ---- usched --------------------------------------------------------------------
+
+std::unique_ptr<usched::runtime> make_runtime(unsigned workers) {
+  usched::options o = usched::options::from_env();
+  o.policy = cfg.policy;
+  o.workers = workers;
+  o.load_tracking = cfg.load_tracking;
+  if (cfg.spin_us >= 0) o.spin = std::chrono::microseconds(cfg.spin_us);
+  return std::make_unique<usched::runtime>(o);
+}
+
+usched::spawn_options on_worker(int w) {
+  usched::spawn_options so;
+  so.pin = w;
+  return so;
+}
+
+void us_yield(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
   for (auto _ : state) {
-    const double seconds = rt.run([] {
-      auto partner = usched::spawn([] {
-        for (int i = 0; i < yields_per_batch / 2; ++i) usched::this_fiber::yield();
+    const double ns = rt->run([] {
+      auto a = usched::spawn(on_worker(0), [] {
+        for (int i = 0; i < yields_total / 2; ++i) usched::this_fiber::yield();
       });
-      usched::this_fiber::yield();  // let the partner start
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < yields_per_batch / 2; ++i) usched::this_fiber::yield();
-      const auto t1 = std::chrono::steady_clock::now();
-      partner.join();
-      return std::chrono::duration<double>(t1 - t0).count();
+      auto b = usched::spawn(on_worker(0), [] {
+        for (int i = 0; i < yields_total / 2; ++i) usched::this_fiber::yield();
+      });
+      // Both are queued on worker 0 before either runs when this fiber is
+      // elsewhere; time from here to both done covers every switch.
+      const std::int64_t t0 = now_ns();
+      a.join();
+      b.join();
+      return static_cast<double>(now_ns() - t0);
     });
-    state.SetIterationTime(seconds);
+    state.counters["ns"] = ns / yields_total;
   }
-  state.SetItemsProcessed(state.iterations() * yields_per_batch);
-  state.counters["ns_per_switch"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * yields_per_batch,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+template <class Spawn, class Join>
+double spawn_join_run(long n, Spawn spawn, Join join) {
+  using handle = decltype(spawn(std::declval<std::atomic<long>&>()));
+  std::vector<handle> hs;
+  hs.reserve(spawn_batch);
+  std::atomic<long> count{0};
+  const std::int64_t t0 = now_ns();
+  for (long done = 0; done < n; done += spawn_batch) {
+    for (long i = 0; i < spawn_batch; ++i) hs.push_back(spawn(count));
+    for (auto& h : hs) join(h);
+    hs.clear();
+  }
+  const std::int64_t t1 = now_ns();
+  if (count.load() != n) throw std::runtime_error("spawn_join: fibers lost");
+  return static_cast<double>(t1 - t0) / static_cast<double>(n);
+}
+
+auto us_spawn = [](std::atomic<long>& c) {
+  return usched::spawn([&c] { c.fetch_add(1, std::memory_order_relaxed); });
+};
+auto us_join = [](usched::join_handle<void>& h) { h.join(); };
+
+void us_spawn_join(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double first = rt->run([] { return spawn_join_run(cfg.fibers, us_spawn, us_join); });
+    const double warm = rt->run([] { return spawn_join_run(cfg.fibers, us_spawn, us_join); });
+    state.counters["ns_first"] = first;
+    state.counters["ns"] = warm;
+    state.counters["peak_rss_mib"] = peak_rss_mib();
+  }
+}
+
+void us_spawn_join_thread(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  auto spawn = [&rt](std::atomic<long>& c) {
+    return rt->spawn([&c] { c.fetch_add(1, std::memory_order_relaxed); });
+  };
+  for (auto _ : state) {
+    const double first = spawn_join_run(cfg.fibers, spawn, us_join);
+    const double warm = spawn_join_run(cfg.fibers, spawn, us_join);
+    state.counters["ns_first"] = first;
+    state.counters["ns"] = warm;
+  }
+}
+
+void us_live_rss(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double per_fiber = rt->run([] {
+      usched::wait_group started;
+      usched::channel<int> release(0);
+      const std::size_t before = rss_now_bytes();
+      std::vector<usched::join_handle<void>> hs;
+      hs.reserve(live_fibers);
+      started.add(live_fibers);
+      for (long i = 0; i < live_fibers; ++i) {
+        hs.push_back(usched::spawn([&] {
+          started.done();
+          (void)release.recv();
+        }));
+      }
+      started.wait();
+      const std::size_t during = rss_now_bytes();
+      release.close();
+      for (auto& h : hs) h.join();
+      return static_cast<double>(during - before) / live_fibers;
+    });
+    state.counters["bytes_per_fiber"] = per_fiber;
+    state.counters["stack_bytes"] = static_cast<double>(rt->config().stack_size);
+  }
+}
+
+std::uint64_t us_skynet(std::uint64_t num, std::uint64_t size) {
+  if (size == 1) return num;
+  const std::uint64_t child = size / 10;
+  usched::join_handle<std::uint64_t> h[10];
+  for (std::uint64_t i = 0; i < 10; ++i) h[i] = usched::spawn(us_skynet, num + i * child, child);
+  std::uint64_t sum = 0;
+  for (auto& x : h) sum += x.join();
+  return sum;
+}
+
+void us_skynet_bm(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const std::int64_t t0 = now_ns();
+    const std::uint64_t sum = rt->run([] { return us_skynet(0, static_cast<std::uint64_t>(cfg.fibers)); });
+    const std::int64_t t1 = now_ns();
+    if (sum != skynet_expected(cfg.fibers)) throw std::runtime_error("skynet: wrong sum");
+    state.counters["ms"] = static_cast<double>(t1 - t0) / 1e6;
+  }
+}
+
+// The wake-up protocol, shared by every peer: the waiter announces it is
+// about to wait (`armed`); the waker sees that, lets a random gap pass, then
+// stamps the time and wakes it; the waiter stamps the time it runs again.
+// Taking the mutex before notifying guarantees the waiter is really waiting.
+template <class Mutex, class CondVar>
+struct cv_wake_state {
+  Mutex m;
+  CondVar cv;
+  bool signaled = false;
+  std::atomic<bool> armed{false};
+  std::int64_t t0 = 0;
+};
+
+template <class Mutex, class CondVar>
+void cv_waiter(cv_wake_state<Mutex, CondVar>& s, std::vector<std::int64_t>& lat) {
+  for (auto& l : lat) {
+    std::unique_lock<Mutex> lk(s.m);
+    s.armed.store(true, std::memory_order_release);
+    s.cv.wait(lk, [&] { return s.signaled; });
+    l = now_ns() - s.t0;
+    s.signaled = false;
+  }
+}
+
+template <class Mutex, class CondVar>
+void cv_waker(cv_wake_state<Mutex, CondVar>& s, const std::vector<std::int64_t>& gaps) {
+  for (std::int64_t gap : gaps) {
+    while (!s.armed.load(std::memory_order_acquire)) pause_once();
+    s.armed.store(false, std::memory_order_relaxed);
+    spin_for(gap);
+    std::lock_guard<Mutex> lk(s.m);
+    s.signaled = true;
+    s.t0 = now_ns();
+    s.cv.notify_one();
+  }
+}
+
+// Channel variant: the waiter blocks in a receive; the value is the stamp.
+// The gap (at least 1 us) lets the waiter reach its receive after arming.
+template <class Recv>
+void chan_waiter(std::atomic<bool>& armed, std::vector<std::int64_t>& lat, Recv recv) {
+  for (auto& l : lat) {
+    armed.store(true, std::memory_order_release);
+    const std::int64_t t0 = recv();
+    l = now_ns() - t0;
+  }
+}
+template <class Send>
+void chan_waker(std::atomic<bool>& armed, const std::vector<std::int64_t>& gaps, Send send) {
+  for (std::int64_t gap : gaps) {
+    while (!armed.load(std::memory_order_acquire)) pause_once();
+    armed.store(false, std::memory_order_relaxed);
+    spin_for(gap);
+    send(now_ns());
+  }
+}
+
+void us_wake_cv(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  const auto gaps = make_gaps(cfg.samples);
+  for (auto _ : state) {
+    std::vector<std::int64_t> lat(gaps.size());
+    rt->run([&] {
+      cv_wake_state<usched::mutex, usched::condition_variable> s;
+      auto w = usched::spawn(on_worker(0), [&] { cv_waiter(s, lat); });
+      auto k = usched::spawn(on_worker(1), [&] { cv_waker(s, gaps); });
+      w.join();
+      k.join();
+    });
+    report_latency(state, lat);
+  }
+}
+
+void us_wake_chan(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  const auto gaps = make_gaps(cfg.samples);
+  for (auto _ : state) {
+    std::vector<std::int64_t> lat(gaps.size());
+    rt->run([&] {
+      usched::channel<std::int64_t> ch(0);
+      std::atomic<bool> armed{false};
+      auto w = usched::spawn(on_worker(0), [&] { chan_waiter(armed, lat, [&] { return *ch.recv(); }); });
+      auto k = usched::spawn(on_worker(1), [&] { chan_waker(armed, gaps, [&](std::int64_t v) { ch.send(v); }); });
+      w.join();
+      k.join();
+    });
+    report_latency(state, lat);
+  }
+}
+
+void us_mutex(benchmark::State& state, long n) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([n] {
+      usched::mutex m;
+      long counter = 0;
+      const long per = mutex_ops / n;
+      std::vector<usched::join_handle<void>> hs;
+      hs.reserve(static_cast<std::size_t>(n));
+      const std::int64_t t0 = now_ns();
+      for (long i = 0; i < n; ++i) {
+        hs.push_back(usched::spawn([&] {
+          for (long k = 0; k < per; ++k) {
+            std::lock_guard<usched::mutex> g(m);
+            ++counter;
+          }
+        }));
+      }
+      for (auto& h : hs) h.join();
+      const std::int64_t t1 = now_ns();
+      if (counter != per * n) throw std::runtime_error("mutex: lost increments");
+      return static_cast<double>(t1 - t0) / static_cast<double>(per * n);
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
+template <class Chan>
+void pingpong_pinger(Chan& ping, Chan& pong) {
+  for (long i = 0; i < pingpong_round_trips; ++i) {
+    ping.send(i);
+    (void)pong.recv();
+  }
+}
+
+void us_chan(benchmark::State& state, int other) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([other] {
+      usched::channel<long> ping(0), pong(0);
+      const std::int64_t t0 = now_ns();
+      auto a = usched::spawn(on_worker(0), [&] {
+        for (long i = 0; i < pingpong_round_trips; ++i) {
+          ping.send(i);
+          (void)pong.recv();
+        }
+      });
+      auto b = usched::spawn(on_worker(other), [&] {
+        for (long i = 0; i < pingpong_round_trips; ++i) pong.send(*ping.recv());
+      });
+      a.join();
+      b.join();
+      return static_cast<double>(now_ns() - t0) / (2.0 * pingpong_round_trips);
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
+void register_usched() {
+  const unsigned w = cfg.workers;
+  auto reg = [](const char* name, auto fn) {
+    benchmark::RegisterBenchmark(name, fn)->Iterations(1)->Unit(benchmark::kMillisecond);
+  };
+  reg("yield", us_yield);
+  reg("spawn_join", us_spawn_join);
+  reg("spawn_join_thread", us_spawn_join_thread);
+  reg("live_rss", us_live_rss);
+  reg("skynet", us_skynet_bm);
+  for (long n : {2L, 16L, 1000L})
+    reg(("mutex/" + std::to_string(n)).c_str(), [n](benchmark::State& s) { us_mutex(s, n); });
+  reg("chan_same", [](benchmark::State& s) { us_chan(s, 0); });
+  if (w >= 2) {
+    reg("wake_cv", us_wake_cv);
+    reg("wake_chan", us_wake_chan);
+    reg("chan_cross", [](benchmark::State& s) { us_chan(s, 1); });
+  }
+}
+
+// ---- Boost.Fiber ---------------------------------------------------------------------
+
+std::unique_ptr<boost_pool> pool;
+
+void bf_yield(benchmark::State& state) {
+  for (auto _ : state) {
+    // The main context and one fiber on the one thread.
+    auto f = pool->spawn([] {
+      for (int i = 0; i < yields_total / 2; ++i) boost::this_fiber::yield();
+    });
+    boost::this_fiber::yield();
+    const std::int64_t t0 = now_ns();
+    for (int i = 0; i < yields_total / 2; ++i) boost::this_fiber::yield();
+    f.join();
+    state.counters["ns"] = static_cast<double>(now_ns() - t0) / yields_total;
+  }
+}
+
+auto bf_spawn = [](std::atomic<long>& c) {
+  return pool->spawn([&c] { c.fetch_add(1, std::memory_order_relaxed); });
+};
+auto bf_join = [](boost::fibers::fiber& f) { f.join(); };
+
+void bf_spawn_join(benchmark::State& state) {
+  for (auto _ : state) {
+    state.counters["ns_first"] = spawn_join_run(cfg.fibers, bf_spawn, bf_join);
+    state.counters["ns"] = spawn_join_run(cfg.fibers, bf_spawn, bf_join);
+    state.counters["peak_rss_mib"] = peak_rss_mib();
+  }
+}
+
+void bf_live_rss(benchmark::State& state) {
+  for (auto _ : state) {
+    boost::fibers::mutex m;
+    boost::fibers::condition_variable cv, all_started;
+    bool go = false;
+    long started = 0;
+    const std::size_t before = rss_now_bytes();
+    std::vector<boost::fibers::fiber> fs;
+    fs.reserve(live_fibers);
+    for (long i = 0; i < live_fibers; ++i) {
+      fs.push_back(pool->spawn([&] {
+        std::unique_lock<boost::fibers::mutex> lk(m);
+        if (++started == live_fibers) all_started.notify_one();
+        cv.wait(lk, [&] { return go; });
+      }));
+    }
+    {
+      std::unique_lock<boost::fibers::mutex> lk(m);
+      all_started.wait(lk, [&] { return started == live_fibers; });
+    }
+    const std::size_t during = rss_now_bytes();
+    {
+      std::unique_lock<boost::fibers::mutex> lk(m);
+      go = true;
+    }
+    cv.notify_all();
+    for (auto& f : fs) f.join();
+    state.counters["bytes_per_fiber"] = static_cast<double>(during - before) / live_fibers;
+    state.counters["stack_bytes"] = static_cast<double>(boost_pool::stack_size);
+  }
+}
+
+void bf_skynet(std::uint64_t& out, std::uint64_t num, std::uint64_t size) {
+  if (size == 1) {
+    out = num;
+    return;
+  }
+  const std::uint64_t child = size / 10;
+  std::uint64_t r[10];
+  boost::fibers::fiber f[10];
+  for (std::uint64_t i = 0; i < 10; ++i) f[i] = pool->spawn(bf_skynet, std::ref(r[i]), num + i * child, child);
+  std::uint64_t sum = 0;
+  for (int i = 0; i < 10; ++i) {
+    f[i].join();
+    sum += r[i];
+  }
+  out = sum;
+}
+
+void bf_skynet_bm(benchmark::State& state) {
+  for (auto _ : state) {
+    std::uint64_t sum = 0;
+    const std::int64_t t0 = now_ns();
+    bf_skynet(sum, 0, static_cast<std::uint64_t>(cfg.fibers));
+    const std::int64_t t1 = now_ns();
+    if (sum != skynet_expected(cfg.fibers)) throw std::runtime_error("skynet: wrong sum");
+    state.counters["ms"] = static_cast<double>(t1 - t0) / 1e6;
+  }
+}
+
+void bf_wake_cv(benchmark::State& state) {
+  const auto gaps = make_gaps(cfg.samples);
+  for (auto _ : state) {
+    std::vector<std::int64_t> lat(gaps.size());
+    cv_wake_state<boost::fibers::mutex, boost::fibers::condition_variable> s;
+    pool->run_pair(1, [&] { cv_waiter(s, lat); }, [&] { cv_waker(s, gaps); });
+    report_latency(state, lat);
+  }
+}
+
+void bf_wake_chan(benchmark::State& state) {
+  const auto gaps = make_gaps(cfg.samples);
+  for (auto _ : state) {
+    std::vector<std::int64_t> lat(gaps.size());
+    boost::fibers::unbuffered_channel<std::int64_t> ch;
+    std::atomic<bool> armed{false};
+    pool->run_pair(
+        1,
+        [&] {
+          chan_waiter(armed, lat, [&] {
+            std::int64_t v = 0;
+            ch.pop(v);
+            return v;
+          });
+        },
+        [&] { chan_waker(armed, gaps, [&](std::int64_t v) { ch.push(v); }); });
+    report_latency(state, lat);
+  }
+}
+
+void bf_mutex(benchmark::State& state, long n) {
+  for (auto _ : state) {
+    boost::fibers::mutex m;
+    long counter = 0;
+    const long per = mutex_ops / n;
+    std::vector<boost::fibers::fiber> fs;
+    fs.reserve(static_cast<std::size_t>(n));
+    const std::int64_t t0 = now_ns();
+    for (long i = 0; i < n; ++i) {
+      fs.push_back(pool->spawn([&] {
+        for (long k = 0; k < per; ++k) {
+          std::lock_guard<boost::fibers::mutex> g(m);
+          ++counter;
+        }
+      }));
+    }
+    for (auto& f : fs) f.join();
+    const std::int64_t t1 = now_ns();
+    if (counter != per * n) throw std::runtime_error("mutex: lost increments");
+    state.counters["ns"] = static_cast<double>(t1 - t0) / static_cast<double>(per * n);
+  }
+}
+
+void bf_chan(benchmark::State& state, bool cross) {
+  for (auto _ : state) {
+    boost::fibers::unbuffered_channel<long> ping, pong;
+    auto pinger = [&] {
+      for (long i = 0; i < pingpong_round_trips; ++i) {
+        ping.push(i);
+        long v = 0;
+        pong.pop(v);
+      }
+    };
+    auto ponger = [&] {
+      for (long i = 0; i < pingpong_round_trips; ++i) {
+        long v = 0;
+        ping.pop(v);
+        pong.push(v);
+      }
+    };
+    const std::int64_t t0 = now_ns();
+    if (cross) {
+      pool->run_pair(1, pinger, ponger);
+    } else {
+      auto f = pool->spawn(ponger);
+      pinger();
+      f.join();
+    }
+    state.counters["ns"] = static_cast<double>(now_ns() - t0) / (2.0 * pingpong_round_trips);
+  }
+}
+
+void register_boost() {
+  auto reg = [](const char* name, auto fn) {
+    benchmark::RegisterBenchmark(name, fn)->Iterations(1)->Unit(benchmark::kMillisecond);
+  };
+  // Same-thread workloads only where no other thread can steal the fiber.
+  if (cfg.workers == 1) {
+    reg("yield", bf_yield);
+    reg("chan_same", [](benchmark::State& s) { bf_chan(s, false); });
+  }
+  reg("spawn_join", bf_spawn_join);
+  reg("live_rss", bf_live_rss);
+  reg("skynet", bf_skynet_bm);
+  for (long n : {2L, 16L, 1000L})
+    reg(("mutex/" + std::to_string(n)).c_str(), [n](benchmark::State& s) { bf_mutex(s, n); });
+  if (cfg.workers >= 2) {
+    reg("wake_cv", bf_wake_cv);
+    reg("wake_chan", bf_wake_chan);
+    reg("chan_cross", [](benchmark::State& s) { bf_chan(s, true); });
+  }
+}
+
+// ---- std::thread -------------------------------------------------------------------
+
+void th_yield(benchmark::State& state) {
+  constexpr int n = 200'000;
+  for (auto _ : state) {
+    std::atomic<int> ready{0};
+    auto body = [&] {
+      pin_this_thread(0);
+      ready.fetch_add(1);
+      while (ready.load() < 2) pause_once();
+      for (int i = 0; i < n / 2; ++i) sched_yield();
+    };
+    const std::int64_t t0 = now_ns();
+    std::thread a(body), b(body);
+    a.join();
+    b.join();
+    state.counters["ns"] = static_cast<double>(now_ns() - t0) / n;
+  }
+}
+
+void th_spawn_join(benchmark::State& state) {
+  // Thread creation costs tens of microseconds: 20,000 are enough.
+  constexpr long n = 20'000;
+  auto spawn = [](std::atomic<long>& c) { return std::thread([&c] { c.fetch_add(1); }); };
+  auto join = [](std::thread& t) { t.join(); };
+  for (auto _ : state) {
+    state.counters["ns_first"] = spawn_join_run(n, spawn, join);
+    state.counters["ns"] = spawn_join_run(n, spawn, join);
+  }
+}
+
+void th_wake_cv(benchmark::State& state) {
+  const auto gaps = make_gaps(cfg.samples);
+  for (auto _ : state) {
+    std::vector<std::int64_t> lat(gaps.size());
+    cv_wake_state<std::mutex, std::condition_variable> s;
+    std::thread w([&] {
+      pin_this_thread(0);
+      cv_waiter(s, lat);
+    });
+    std::thread k([&] {
+      pin_this_thread(1);
+      cv_waker(s, gaps);
+    });
+    w.join();
+    k.join();
+    report_latency(state, lat);
+  }
+}
+
+void th_mutex(benchmark::State& state, long n) {
+  for (auto _ : state) {
+    std::mutex m;
+    long counter = 0;
+    const long per = mutex_ops / n;
+    std::vector<std::thread> ts;
+    const std::int64_t t0 = now_ns();
+    for (long i = 0; i < n; ++i) {
+      ts.emplace_back([&] {
+        for (long k = 0; k < per; ++k) {
+          std::lock_guard<std::mutex> g(m);
+          ++counter;
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    const std::int64_t t1 = now_ns();
+    if (counter != per * n) throw std::runtime_error("mutex: lost increments");
+    state.counters["ns"] = static_cast<double>(t1 - t0) / static_cast<double>(per * n);
+  }
+}
+
+void register_thread() {
+  auto reg = [](const char* name, auto fn) {
+    benchmark::RegisterBenchmark(name, fn)->Iterations(1)->Unit(benchmark::kMillisecond);
+  };
+  reg("yield", th_yield);
+  reg("spawn_join", th_spawn_join);
+  reg("wake_cv", th_wake_cv);
+  for (long n : {2L, 16L})
+    reg(("mutex/" + std::to_string(n)).c_str(), [n](benchmark::State& s) { th_mutex(s, n); });
+}
+
+// ---- raw Boost.Context: the floor ---------------------------------------------------
+
+void ctx_yield(benchmark::State& state) {
+  namespace ctx = boost::context;
+  for (auto _ : state) {
+    ctx::fiber f{[](ctx::fiber&& caller) {
+      for (;;) caller = std::move(caller).resume();
+      return std::move(caller);
+    }};
+    f = std::move(f).resume();
+    const std::int64_t t0 = now_ns();
+    for (int i = 0; i < yields_total / 2; ++i) f = std::move(f).resume();
+    state.counters["ns"] = static_cast<double>(now_ns() - t0) / yields_total;
+    // The fiber never returns; unwinding its stack at destruction throws
+    // forced_unwind through the loop, which is what ends it.
+  }
+}
+
+// ---- main ----------------------------------------------------------------------------
+
+bool take_flag(const std::string& arg, const char* name, std::string& value) {
+  const std::string prefix = std::string("--") + name + "=";
+  if (arg.rfind(prefix, 0) != 0) return false;
+  value = arg.substr(prefix.size());
+  return true;
+}
+
+long parse_count(const char* flag, const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi) {
+    std::cerr << "usched_micro: --" << flag << "='" << v << "' is not valid; expected an integer in "
+              << lo << ".." << hi << "\n";
+    std::exit(2);
+  }
+  return n;
 }
 
 }  // namespace
+}  // namespace micro
 
 int main(int argc, char** argv) {
-  struct variant {
-    const char* label;
-    const char* policy;
-    bool load_tracking;
-  };
-  for (const variant& v : {variant{"none", "none", false}, variant{"steal", "steal", false},
-                           variant{"cfs-nopelt", "cfs", false}, variant{"cfs", "cfs", true}}) {
-    benchmark::RegisterBenchmark((std::string("yield/") + v.label).c_str(), bm_yield,
-                                 std::string(v.policy), v.load_tracking)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->Repetitions(7)
-        ->ReportAggregatesOnly(true);
+  using namespace micro;
+  // Our flags first; the rest goes to Google Benchmark.
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string v;
+    if (take_flag(a, "peer", v)) {
+      cfg.peer = v;
+    } else if (take_flag(a, "workers", v)) {
+      cfg.workers = static_cast<unsigned>(parse_count("workers", v, 1, 1024));
+    } else if (take_flag(a, "policy", v)) {
+      cfg.policy = v;
+    } else if (take_flag(a, "load-tracking", v)) {
+      cfg.load_tracking = parse_count("load-tracking", v, 0, 1) != 0;
+    } else if (take_flag(a, "spin-us", v)) {
+      cfg.spin_us = parse_count("spin-us", v, 0, 10'000'000);
+    } else if (take_flag(a, "samples", v)) {
+      cfg.samples = parse_count("samples", v, 1, 100'000'000);
+    } else if (take_flag(a, "fibers", v)) {
+      cfg.fibers = parse_count("fibers", v, 10, 100'000'000);
+      // skynet needs a power of ten, spawn_join a multiple of its batch.
+      long p = 1;
+      while (p < cfg.fibers) p *= 10;
+      if (p != cfg.fibers || cfg.fibers < spawn_batch) {
+        std::cerr << "usched_micro: --fibers='" << v << "' is not valid; expected a power of ten >= "
+                  << spawn_batch << "\n";
+        return 2;
+      }
+    } else {
+      rest.push_back(argv[i]);
+    }
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 2;
+
+  benchmark::AddCustomContext("peer", cfg.peer);
+  benchmark::AddCustomContext("workers", std::to_string(cfg.workers));
+  try {
+    if (cfg.peer == "usched") {
+      benchmark::AddCustomContext("policy", cfg.policy);
+      make_runtime(1);  // bad policy or USCHED_* values fail here, with their message
+      register_usched();
+    } else if (cfg.peer == "boost-ws" || cfg.peer == "boost-ws-sleep" || cfg.peer == "boost-shared") {
+      const auto algo = cfg.peer == "boost-shared" ? boost_algo::shared_work : boost_algo::work_stealing;
+      pool = std::make_unique<boost_pool>(algo, cfg.workers, cfg.peer == "boost-ws-sleep");
+      register_boost();
+    } else if (cfg.peer == "thread") {
+      register_thread();
+    } else if (cfg.peer == "context") {
+      benchmark::RegisterBenchmark("yield", ctx_yield)->Iterations(1)->Unit(benchmark::kMillisecond);
+    } else {
+      std::cerr << "usched_micro: --peer='" << cfg.peer
+                << "' is not a peer; choose one of: usched, boost-ws, boost-ws-sleep, boost-shared, "
+                   "thread, context\n";
+      return 2;
+    }
+    benchmark::RunSpecifiedBenchmarks();
+  } catch (const std::exception& e) {
+    std::cerr << "usched_micro: " << e.what() << "\n";
+    return 1;
+  }
+  pool.reset();
   benchmark::Shutdown();
   return 0;
 }

@@ -67,11 +67,13 @@ struct fiber : sched_entity, waitable {
   waitable* joiner = nullptr;
   std::uint64_t joiner_token = 0;
 
-  // The mapping this fiber lives in: [block, block + guard) is the guard page,
-  // the stack grows down from stack_top, this struct sits above it.
+  // The block this fiber lives in: [block, block + page) is the guard page
+  // (PROT_NONE when `guarded`, see stack_pool.hpp), the stack grows down
+  // from stack_top, this struct sits above it.
   char* block = nullptr;
   std::size_t block_size = 0;
   char* stack_top = nullptr;
+  bool guarded = false;
 };
 
 // An OS thread that waits in a usched primitive.

@@ -67,7 +67,7 @@ void chain(int sig, siginfo_t* info, void* uctx) {
 void on_fault(int sig, siginfo_t* info, void* uctx) {
   worker* w = worker_of_this_thread();
   fiber* f = w ? w->current_fiber() : nullptr;
-  if (f && f->block) {
+  if (f && f->block && f->guarded) {
     const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
     const auto page = static_cast<std::uintptr_t>(w->rt().pool().page_size());
     const auto guard = reinterpret_cast<std::uintptr_t>(f->block);

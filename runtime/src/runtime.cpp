@@ -186,6 +186,11 @@ std::uint64_t runtime_impl::external_random() noexcept {
 fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
   worker* w = local_worker();
   fiber* f = w ? w->take_fiber() : pool_.take();
+  if (pool_.take_budget_exhausted_notice()) [[unlikely]] {
+    log().warn("{} fiber stacks have guard pages (a quarter of vm.max_map_count); stacks mapped "
+               "from now on have none, and an overflow there is not caught",
+               pool_.guarded());
+  }
   void* frame = stack_pool::inline_frame(f, size, align);
   f->heap_frame = nullptr;
   if (!frame) {

@@ -4,7 +4,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <new>
 
@@ -16,14 +18,29 @@ std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to *
 // Bytes above the stack: the control block and the inline task frame.
 constexpr std::size_t top_area = sizeof(fiber) + stack_pool::inline_frame_bytes + 64;
 
+// The guard budget: a quarter of vm.max_map_count, two VMAs per guarded
+// stack (see stack_pool.hpp).
+std::size_t guard_budget_from_kernel() {
+  std::size_t max_maps = 65530;  // the kernel's default, if /proc says nothing
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    unsigned long v = 0;
+    if (std::fscanf(f, "%lu", &v) == 1 && v > 0) max_maps = v;
+    std::fclose(f);
+  }
+  return max_maps / 4 / 2;
+}
+
 }  // namespace
 
 stack_pool::stack_pool(std::size_t stack_size)
-    : stack_size_(stack_size), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+    : stack_size_(stack_size),
+      page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+      guard_budget_(guard_budget_from_kernel()) {
   map_size_ = page_ + round_up(stack_size_ + top_area, page_);
 }
 
 stack_pool::~stack_pool() {
+  // Blocks of one slab are unmapped one by one: munmap takes any page range.
   for (fiber* f : all_) {
     char* block = f->block;
     const std::size_t size = f->block_size;
@@ -33,23 +50,14 @@ stack_pool::~stack_pool() {
   }
 }
 
-fiber* stack_pool::map_one() {
-  void* p = mmap(nullptr, map_size_, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  char* block = static_cast<char*>(p);
-  // The lowest page is the guard: a fiber that runs off the end of its stack
-  // faults there instead of writing over its neighbour's memory.
-  if (mprotect(block, page_, PROT_NONE) != 0) {
-    munmap(block, map_size_);
-    throw std::bad_alloc();
-  }
+fiber* stack_pool::place_fiber(char* block, bool guarded) {
   auto ctl_addr = reinterpret_cast<std::uintptr_t>(block + map_size_ - sizeof(fiber));
   ctl_addr &= ~std::uintptr_t{alignof(fiber) - 1};
   auto* f = ::new (reinterpret_cast<void*>(ctl_addr)) fiber();
   f->is_fiber = true;
   f->block = block;
   f->block_size = map_size_;
+  f->guarded = guarded;
   // The stack gets everything between the guard page and the top area; that
   // is at least the requested size.
   auto top = reinterpret_cast<std::uintptr_t>(block + map_size_ - top_area);
@@ -64,6 +72,39 @@ fiber* stack_pool::map_one() {
   return f;
 }
 
+// map_slab() maps slab_fibers blocks with one mmap and guards them while the
+// budget lasts. Called without the lock; the budget is claimed under it.
+void stack_pool::map_slab(std::vector<fiber*>& out) {
+  const std::size_t bytes = map_size_ * slab_fibers;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<char*>(p);
+  bool guard;
+  {
+    std::lock_guard<spinlock> g(lock_);
+    guard = guarded_ + slab_fibers <= guard_budget_;
+    if (guard) guarded_ += slab_fibers;
+  }
+  for (std::size_t i = 0; i < slab_fibers; ++i) {
+    char* block = base + i * map_size_;
+    // The lowest page of each block is its guard: a fiber that runs off the
+    // end of its stack faults there instead of writing over its neighbour.
+    if (guard && mprotect(block, page_, PROT_NONE) != 0) {
+      // Out of VMAs after all: the rest of the slab goes unguarded.
+      guard = false;
+      std::lock_guard<spinlock> g(lock_);
+      guarded_ -= slab_fibers - i;
+      guard_budget_ = guarded_;
+    }
+    out.push_back(place_fiber(block, guard));
+  }
+  if (!guard) {
+    int guarding = 0;
+    notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+  }
+}
+
 fiber* stack_pool::take() {
   {
     std::lock_guard<spinlock> g(lock_);
@@ -73,17 +114,31 @@ fiber* stack_pool::take() {
       return f;
     }
   }
-  fiber* f = map_one();
+  std::vector<fiber*> fresh;
+  fresh.reserve(slab_fibers);
+  map_slab(fresh);
   std::lock_guard<spinlock> g(lock_);
-  try {
-    all_.push_back(f);
-    // give() runs on paths that must not fail: keep room for every fiber.
-    free_.reserve(all_.size());
-  } catch (...) {
-    munmap(f->block, f->block_size);
-    throw;
-  }
-  return f;
+  // give() runs on paths that must not fail: keep room for every fiber.
+  // Reserving first leaves nothing to undo if it throws (the slab's blocks
+  // stay mapped until the process ends; they were never handed out).
+  // Geometric growth: reserve(n) allocates exactly n, and growing by one
+  // slab at a time would copy both vectors on every slab.
+  const std::size_t need = all_.size() + fresh.size();
+  if (free_.capacity() < need) free_.reserve(std::max(need, 2 * free_.capacity()));
+  if (all_.capacity() < need) all_.reserve(std::max(need, 2 * all_.capacity()));
+  all_.insert(all_.end(), fresh.begin(), fresh.end());
+  free_.insert(free_.end(), fresh.begin() + 1, fresh.end());
+  return fresh.front();
+}
+
+std::size_t stack_pool::mapped() const {
+  std::lock_guard<spinlock> g(lock_);
+  return all_.size();
+}
+
+std::size_t stack_pool::guarded() const {
+  std::lock_guard<spinlock> g(lock_);
+  return guarded_;
 }
 
 void stack_pool::give(fiber* const* list, std::size_t n) {

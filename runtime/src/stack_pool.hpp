@@ -1,11 +1,22 @@
-// stack_pool.hpp: fibers with their stacks, mmap'd with a guard page, pooled.
+// stack_pool.hpp: fibers with their stacks, mmap'd in slabs, guarded, pooled.
 //
-// A fiber's control block lives at the top of its own mapping, above the
+// A fiber's control block lives at the top of its own block, above the
 // stack, together with room for a small task frame: taking a fiber from the
-// pool allocates nothing. Mappings are only unmapped when the pool is
-// destroyed, after every worker has stopped.
+// pool allocates nothing. Blocks are mapped a slab at a time (one mmap for
+// several fibers) and only unmapped when the pool is destroyed, after every
+// worker has stopped.
+//
+// Guard pages and vm.max_map_count. A guard page is a PROT_NONE page below
+// each stack, and it splits the mapping: every guarded stack costs the
+// process two VMAs, and the kernel refuses mappings past vm.max_map_count
+// (65530 by default), which would cap a process at ~32k live fibers. The
+// pool therefore guards stacks up to a budget of a quarter of that limit
+// (leaving the rest to malloc, libraries and the application), then maps
+// further slabs unguarded, one VMA per slab, and says so once in the log.
+// folly's fiber GuardPageAllocator makes the same trade.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <vector>
 
@@ -33,18 +44,35 @@ class stack_pool {
 
   std::size_t stack_size() const noexcept { return stack_size_; }
   std::size_t page_size() const noexcept { return page_; }
+  // Stacks mapped so far, and how many of them have a guard page.
+  std::size_t mapped() const;
+  std::size_t guarded() const;
+  // True once, the first time it is asked after the guard budget ran out.
+  // Costs one relaxed load otherwise (it is asked on every spawn).
+  bool take_budget_exhausted_notice() noexcept {
+    if (notice_.load(std::memory_order_relaxed) != 1) return false;
+    int pending = 1;
+    return notice_.compare_exchange_strong(pending, 2, std::memory_order_relaxed);
+  }
 
   // Where the task frame of `f` goes: `size` bytes aligned to `align` right
   // below the control block, or null if it does not fit the inline area.
   static void* inline_frame(fiber* f, std::size_t size, std::size_t align) noexcept;
 
  private:
-  fiber* map_one();
+  // Fibers mapped per mmap call.
+  static constexpr std::size_t slab_fibers = 16;
+
+  void map_slab(std::vector<fiber*>& out);
+  fiber* place_fiber(char* block, bool guarded);
 
   std::size_t stack_size_;
   std::size_t page_;
   std::size_t map_size_;
-  spinlock lock_;
+  std::size_t guard_budget_;
+  std::atomic<int> notice_{0};  // 0: guarding, 1: budget ran out, 2: said so
+  mutable spinlock lock_;
+  std::size_t guarded_ = 0;
   std::vector<fiber*> free_;
   std::vector<fiber*> all_;
 };
