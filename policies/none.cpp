@@ -20,6 +20,8 @@ class none_policy final : public policy {
     return static_cast<int>(req.random % static_cast<std::uint64_t>(n));
   }
 
+  bool places_without_snapshot() const noexcept override { return true; }
+
   balance_decision find_busiest(const balance_request&) const override { return {}; }
 
   bool pulls_when_idle() const noexcept override { return false; }

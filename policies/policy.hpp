@@ -169,6 +169,12 @@ class policy {
   // not asked about pinned fibers. The result must be a valid worker index.
   virtual int select_cpu(const placement_request& req) const = 0;
 
+  // True when select_cpu() reads nothing of req.cpus but its size (it
+  // places by origin, previous worker or chance). The engine then skips the
+  // snapshot of every worker it otherwise takes for each spawn and wake-up,
+  // and req.cpus holds unspecified values.
+  virtual bool places_without_snapshot() const noexcept { return false; }
+
   // find_busiest() decides whether, from where and how much this_cpu should
   // pull within req.sd. Called for each level of this_cpu's chain, narrowest
   // first.

@@ -26,6 +26,8 @@ class steal_policy final : public policy {
     return static_cast<int>(req.random % static_cast<std::uint64_t>(req.cpus.size()));
   }
 
+  bool places_without_snapshot() const noexcept override { return true; }
+
   balance_decision find_busiest(const balance_request& req) const override {
     const auto& span = req.sd->span;
     const std::size_t n = span.size();

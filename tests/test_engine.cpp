@@ -396,3 +396,96 @@ TEST_CASE("engine: an active balance pushes the running fiber even if nothing el
   CHECK(e.counters(0).active_pushes == 1);
   CHECK(e.pick_next(1, nullptr, prev_action::requeue, 1'000'000) == &a);
 }
+
+TEST_CASE("engine: a local spawn runs next, one slot deep, and is stolen last", "[engine]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
+  std::deque<sched_entity> f(6);
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  e.enqueue(0, &f[1], enqueue_kind::spawn, 0);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == &f[0]);
+  // The running fiber spawns f[2]: it goes to the head, ahead of f[1].
+  e.enqueue(0, &f[2], enqueue_kind::spawn_local, 0);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1});
+  CHECK(e.rq(0).runnext == &f[2]);
+  // A second local spawn takes the slot; the first goes to the tail.
+  e.enqueue(0, &f[3], enqueue_kind::spawn_local, 0);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{3, 1, 2});
+  CHECK(e.rq(0).runnext == &f[3]);
+  // A thief (worker 1, idle) takes from the head but leaves the runnext
+  // while other fibers are queued.
+  usched::balance_decision d;
+  d.busiest = 0;
+  d.type = usched::migration_type::migrate_task;
+  d.imbalance = 1;
+  sched_entity* out[4] = {};
+  REQUIRE(e.detach_fibers(1, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 0, out, 4) == 1);
+  CHECK(out[0] == &f[1]);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{3, 2});
+  // The runnext leaves its slot when it is picked; what follows is FIFO.
+  c = e.pick_next(0, c, prev_action::block, 0);
+  CHECK(c == &f[3]);
+  CHECK(e.rq(0).runnext == nullptr);
+  c = e.pick_next(0, c, prev_action::exit, 0);
+  CHECK(c == &f[2]);
+  // A spawn that is not local (another worker's fiber, a thread) queues
+  // at the tail like any other.
+  e.enqueue(0, &f[4], enqueue_kind::spawn, 0);
+  e.enqueue(0, &f[5], enqueue_kind::spawn_local, 0);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{5, 4});
+}
+
+TEST_CASE("engine: the FIFO yield path rotates the queue and keeps its counts", "[engine]") {
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "none");
+  std::deque<sched_entity> f(3);
+  f[1].pinned = 0;
+  for (auto& se : f) e.enqueue(0, &se, enqueue_kind::spawn, 0);
+  CHECK(e.rq(0).nr_pinned.load() == 1);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == &f[0]);
+  c = e.yield_fifo(0, c, nullptr);
+  CHECK(c == &f[1]);
+  CHECK(e.rq(0).curr == &f[1]);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{2, 0});
+  CHECK(e.rq(0).nr_queued.load() == 2);
+  CHECK(e.rq(0).nr_pinned.load() == 0);  // the pinned one is running
+  c = e.yield_fifo(0, c, nullptr);
+  CHECK(c == &f[2]);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{0, 1});
+  CHECK(e.rq(0).nr_pinned.load() == 1);
+  // Alone on the worker, a yield keeps running.
+  c = e.pick_next(0, c, prev_action::exit, 0);
+  c = e.pick_next(0, c, prev_action::exit, 0);
+  REQUIRE(c == &f[1]);
+  CHECK(e.yield_fifo(0, c, nullptr) == &f[1]);
+  CHECK(e.rq(0).nr_queued.load() == 0);
+}
+
+TEST_CASE("engine: under CFS a yield steps aside unless the next fiber is a granularity ahead",
+          "[engine][cfs]") {
+  constexpr std::int64_t ms = 1'000'000;
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  sched_entity a, b;
+  std::int64_t now = 0;
+  e.enqueue(0, &a, enqueue_kind::spawn, now);
+  e.enqueue(0, &b, enqueue_kind::spawn, now);
+  // b was spawned last with the smaller START_DEBIT: it runs first.
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
+  REQUIRE(c == &b);
+  // b has run 1 ms: 12 + 1 = 13 ms, a is at 24 ms. A preemption-style
+  // requeue keeps the leftmost (b); a yield would hand over only if a were
+  // within the 1 ms wake-up granularity of b: it is not, b keeps running.
+  now += ms;
+  c = e.pick_next(0, c, prev_action::yield, now);
+  CHECK(c == &b);
+  // b runs on until it is 0.5 ms behind a: now a yield hands over to a ...
+  now += 10 * ms + ms / 2;
+  c = e.pick_next(0, c, prev_action::yield, now);
+  CHECK(c == &a);
+  // ... and a (0.5 ms ahead of b after 0 ms of running) yields back to b.
+  c = e.pick_next(0, c, prev_action::yield, now);
+  CHECK(c == &b);
+  // A plain requeue picks by vruntime alone: b is leftmost.
+  c = e.pick_next(0, c, prev_action::requeue, now);
+  CHECK(c == &b);
+}

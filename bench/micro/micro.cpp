@@ -25,6 +25,8 @@
 //   mutex/N            N fibers increment a counter under a mutex: ns per lock+unlock
 //   chan_same          channel ping-pong between two fibers on one worker
 //   chan_cross         ... on two workers: ns per one-way hand-off
+//   cacheline          (thread peer) one cache line bounced between two CPUs:
+//                      ns one way, the floor of any cross-worker wake-up
 #include <benchmark/benchmark.h>
 
 #include <boost/context/fiber.hpp>
@@ -654,6 +656,27 @@ void th_mutex(benchmark::State& state, long n) {
   }
 }
 
+// The floor of any cross-worker hand-off: one cache line passed back and
+// forth between threads on two CPUs, ns per one-way trip.
+void th_cacheline(benchmark::State& state) {
+  constexpr long trips = 1'000'000;
+  for (auto _ : state) {
+    alignas(64) std::atomic<long> turn{0};
+    auto player = [&](unsigned cpu, long parity) {
+      pin_this_thread(cpu);
+      for (long i = parity; i < trips; i += 2) {
+        while (turn.load(std::memory_order_acquire) != i) pause_once();
+        turn.store(i + 1, std::memory_order_release);
+      }
+    };
+    const std::int64_t t0 = now_ns();
+    std::thread a(player, 0u, 0L), b(player, 1u, 1L);
+    a.join();
+    b.join();
+    state.counters["ns"] = static_cast<double>(now_ns() - t0) / trips;
+  }
+}
+
 void register_thread() {
   auto reg = [](const char* name, auto fn) {
     benchmark::RegisterBenchmark(name, fn)->Iterations(1)->Unit(benchmark::kMillisecond);
@@ -661,6 +684,7 @@ void register_thread() {
   reg("yield", th_yield);
   reg("spawn_join", th_spawn_join);
   reg("wake_cv", th_wake_cv);
+  reg("cacheline", th_cacheline);
   for (long n : {2L, 16L})
     reg(("mutex/" + std::to_string(n)).c_str(), [n](benchmark::State& s) { th_mutex(s, n); });
 }

@@ -94,11 +94,37 @@ void engine::queue_remove(runqueue& q, sched_entity* se) noexcept {
     q.tail = se->rq_prev;
   }
   se->rq_next = se->rq_prev = nullptr;
+  if (se == q.runnext) q.runnext = nullptr;
   if (fair_) q.timeline.erase(q.timeline.iterator_to(*se));
   if (se->pinned >= 0) {
     q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
   q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
+// make_runnext(): move `se` (just inserted at the tail) to the head of the
+// FIFO and make it the runnext; the previous runnext, if still queued,
+// goes to the tail like any other queued fiber.
+void engine::make_runnext(runqueue& q, sched_entity* se) noexcept {
+  auto unlink = [&q](sched_entity* x) {
+    (x->rq_prev ? x->rq_prev->rq_next : q.head) = x->rq_next;
+    (x->rq_next ? x->rq_next->rq_prev : q.tail) = x->rq_prev;
+  };
+  if (sched_entity* old = q.runnext; old && old != q.tail) {
+    unlink(old);
+    old->rq_next = nullptr;
+    old->rq_prev = q.tail;
+    q.tail->rq_next = old;
+    q.tail = old;
+  }
+  if (q.head != se) {
+    unlink(se);
+    se->rq_prev = nullptr;
+    se->rq_next = q.head;
+    q.head->rq_prev = se;
+    q.head = se;
+  }
+  q.runnext = se;
 }
 
 sched_entity* engine::queue_first(runqueue& q) noexcept {
@@ -253,7 +279,11 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
                        std::vector<cpu_snapshot>& scratch, std::int64_t now) {
   if (se.pinned >= 0) return se.pinned;
   if (nr_cpus() == 1) return 0;
-  snapshot(scratch, now);
+  if (policy_->places_without_snapshot()) {
+    if (scratch.size() != nr_cpus()) scratch.resize(nr_cpus());
+  } else {
+    snapshot(scratch, now);
+  }
   placement_request req;
   req.kind = kind;
   req.origin = origin;
@@ -268,7 +298,7 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
     cpu_counters& c = counters_[static_cast<std::size_t>(origin)];
     if (cpu == req.prev) {
       c.wake_prev.add();
-    } else if (scratch[static_cast<std::size_t>(cpu)].idle && req.prev >= 0 &&
+    } else if (rq(cpu).idle.load(std::memory_order_relaxed) && req.prev >= 0 &&
                domains_.share_llc(cpu, req.prev)) {
       c.wake_idle_sibling.add();
     } else {
@@ -303,7 +333,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
     update_curr(q, now);
     if (tracks_load()) {
       update_load(q, now);
-      if (kind == enqueue_kind::spawn) {
+      if (kind != enqueue_kind::wakeup) {
         // A new fiber starts as if always runnable (load = weight) and with
         // half the worker's spare utilization (init_entity_runnable_average,
         // post_init_entity_util_avg).
@@ -327,7 +357,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
     }
   }
   if (fair_) {
-    if (kind == enqueue_kind::spawn) {
+    if (kind != enqueue_kind::wakeup) {
       // A new fiber starts one slice behind the others (START_DEBIT), so
       // spawning cannot be used to jump the queue.
       se->vruntime = q.min_vruntime + calc_delta_fair(sched_slice(q, *se), se->weight);
@@ -345,6 +375,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   ++q.nr_running;
   q.load_weight += se->weight;
   queue_insert(q, se);
+  if (!fair_ && kind == enqueue_kind::spawn_local) make_runnext(q, se);
   if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
@@ -355,6 +386,8 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
 sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
                                int* pushed_to) {
   runqueue& q = rq(cpu);
+  const bool yielding = action == prev_action::yield;
+  if (yielding) action = prev_action::requeue;
   // FIFO without load tracking: the yield fast path needs no clock and no
   // accounting; an empty queue means "keep running".
   if (!fair_ && !tracks_load() && prev && action == prev_action::requeue &&
@@ -397,6 +430,18 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     }
   }
   sched_entity* next = queue_first(q);
+  if (fair_ && yielding && next == prev) {
+    // sched_yield() under CFS (yield_task_fair() sets the skip buddy): the
+    // yielder steps aside for the next fiber in vruntime order, unless that
+    // one is more than the wake-up granularity ahead of it; then the yield
+    // would be unfair to the yielder, and it keeps the CPU.
+    auto it = q.timeline.iterator_to(*prev);
+    if (++it != q.timeline.end()) {
+      sched_entity* second = &*it;
+      const auto gran = static_cast<std::int64_t>(calc_delta_fair(cfg_.wakeup_granularity_ns, prev->weight));
+      if (static_cast<std::int64_t>(second->vruntime - prev->vruntime) <= gran) next = second;
+    }
+  }
   if (next) {
     queue_remove(q, next);
     q.curr = next;
@@ -424,6 +469,45 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     counters_[static_cast<std::size_t>(cpu)].active_pushes.add();
     if (pushed_to) *pushed_to = push_dst;
   }
+  return next;
+}
+
+sched_entity* engine::yield_fifo(int cpu, sched_entity* prev, int* pushed_to) {
+  assert(!fair_ && !tracks_load());
+  runqueue& q = rq(cpu);
+  if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) {
+    return pick_next(cpu, prev, prev_action::yield, 0, pushed_to);
+  }
+  if (q.nr_queued.load(std::memory_order_relaxed) == 0) return prev;
+  q.lock.lock();
+  sched_entity* next = q.head;
+  if (!next) {
+    q.lock.unlock();
+    return prev;
+  }
+  assert(q.curr == prev);
+  prev->wake_pending = false;
+  // Unlink the head, append prev: the count stays, only pinned ones may
+  // change.
+  q.head = next->rq_next;
+  if (q.head) {
+    q.head->rq_prev = nullptr;
+  } else {
+    q.tail = nullptr;
+  }
+  next->rq_next = nullptr;
+  if (next == q.runnext) q.runnext = nullptr;
+  prev->rq_next = nullptr;
+  prev->rq_prev = q.tail;
+  (q.tail ? q.tail->rq_next : q.head) = prev;
+  q.tail = prev;
+  if ((prev->pinned >= 0) != (next->pinned >= 0)) {
+    const unsigned pinned = q.nr_pinned.load(std::memory_order_relaxed);
+    q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);
+  }
+  q.curr = next;
+  if (q.need_resched.load(std::memory_order_relaxed)) q.need_resched.store(false, std::memory_order_relaxed);
+  q.lock.unlock();
   return next;
 }
 
@@ -488,7 +572,9 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
     sched_entity* next = se->rq_next;
     // Pulling onto an idle worker never empties the source (detach_tasks).
     if (idle != cpu_idle_type::not_idle && src.nr_running <= 1) break;
-    if (se->pinned >= 0 && se->pinned != dst) {
+    // Pinned elsewhere, or the runnext of a worker with other fibers queued
+    // (its spawner will run it soon, on a warm cache; Go steals runnext last).
+    if ((se->pinned >= 0 && se->pinned != dst) || (se == src.runnext && src.head != src.tail)) {
       se = next;
       continue;
     }

@@ -128,6 +128,12 @@ struct alignas(64) runqueue {
       boost::intrusive::compare<by_vruntime>>;
   timeline_t timeline;
   sched_entity* curr = nullptr;  // running, not in the queue
+  // FIFO discipline: the fiber most recently spawned by this worker's own
+  // running fiber, kept at the head of the queue so it runs next (Go's
+  // runnext): fork-join code then runs depth-first and keeps few fibers
+  // alive. One slot only: the next local spawn moves it to the tail, so
+  // spawning cannot starve the queue. Balancing takes it last.
+  sched_entity* runnext = nullptr;
   unsigned nr_running = 0;       // queued + curr
   unsigned long load_weight = 0; // summed weight of queued + curr
   std::uint64_t min_vruntime = 0;
@@ -176,11 +182,16 @@ struct engine_config {
 };
 
 // How a fiber arrives on a runqueue.
-enum class enqueue_kind : std::uint8_t { spawn, wakeup };
+enum class enqueue_kind : std::uint8_t {
+  spawn,        // a new fiber
+  spawn_local,  // a new fiber spawned by the fiber running on the same worker
+  wakeup,       // a blocked fiber made runnable
+};
 
 // What happens to the running fiber when its worker picks the next one.
 enum class prev_action : std::uint8_t {
-  requeue,  // it stays runnable (yield, preemption)
+  requeue,  // it stays runnable (preemption)
+  yield,    // it stays runnable but steps aside (this_fiber::yield)
   block,    // it waits for something
   exit,     // it has finished
 };
@@ -236,6 +247,14 @@ class engine {
   sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
                           int* pushed_to = nullptr);
 
+  // yield_fifo() is pick_next(cpu, prev, yield) for the FIFO discipline
+  // without load tracking, cut to what a yield needs: under the lock, the
+  // head leaves the queue and prev joins its tail (the queue's length does
+  // not change, so nothing is published). Returns prev when nothing else is
+  // queued. Requires !fair() && !tracks_load(); when an active balance has
+  // asked for the running fiber, it takes the full pick_next() path.
+  sched_entity* yield_fifo(int cpu, sched_entity* prev, int* pushed_to);
+
   // should_preempt() is the running fiber's question at a preempt point:
   // has a wake-up asked it to yield, or (fair discipline) has it used up its
   // slice? `ran_ns` is how long it has run since it was picked. No lock.
@@ -287,6 +306,7 @@ class engine {
   void queue_insert(runqueue& q, sched_entity* se, bool publish = true) noexcept;
   void queue_remove(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
+  void make_runnext(runqueue& q, sched_entity* se) noexcept;
   void update_curr(runqueue& q, std::int64_t now) noexcept;
   bool update_load(runqueue& q, std::int64_t now) noexcept;
   void update_min_vruntime(runqueue& q) noexcept;

@@ -247,15 +247,19 @@ void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
   // Woken before it finished blocking: it keeps its place on its worker.
   if (kind == placement_kind::wake && engine_.wake_running(f)) return;
   worker* w = local_worker();
-  const std::int64_t now = engine_now_ns();
-  std::vector<cpu_snapshot> external_scratch;
+  // The engine's clock is read only by the disciplines that account time.
+  const std::int64_t now = engine_.fair() || engine_.tracks_load() ? engine_now_ns() : 0;
+  thread_local std::vector<cpu_snapshot> external_scratch;
   const int cpu = engine_.select_cpu(kind, *f, w ? w->index() : -1,
                                      w ? w->next_random() : external_random(),
                                      w ? w->scratch() : external_scratch, now);
   // Publish (a seq_cst store of the queue count), then check the park word:
   // paired with the parker's announce-then-check in worker::idle_wait().
-  const unsigned queued = engine_.enqueue(
-      cpu, f, kind == placement_kind::spawn ? enqueue_kind::spawn : enqueue_kind::wakeup, now);
+  enqueue_kind how = enqueue_kind::wakeup;
+  if (kind == placement_kind::spawn) {
+    how = w && w->index() == cpu && w->current_fiber() ? enqueue_kind::spawn_local : enqueue_kind::spawn;
+  }
+  const unsigned queued = engine_.enqueue(cpu, f, how, now);
   worker_at(cpu).notify();
   if (queued > 0 && engine_.policy().pulls_when_idle() &&
       !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {

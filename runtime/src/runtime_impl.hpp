@@ -63,8 +63,10 @@ class worker {
   fiber* current_fiber() const noexcept { return current_ == &idle_ ? nullptr : current_; }
 
   // ---- called on this worker's thread, by the running fiber -------------
-  // yield_current() requeues the running fiber behind the next one, if any.
-  void yield_current();
+  // yield_current() requeues the running fiber behind the next one, if any:
+  // `action` is prev_action::yield for this_fiber::yield(), requeue for a
+  // preemption at a preempt point.
+  void yield_current(prev_action action = prev_action::yield);
   // block_current() switches away from `self`, which has armed `token` and
   // published itself; with deadline_ns >= 0 a timer claims the token then.
   void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns);

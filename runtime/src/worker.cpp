@@ -189,13 +189,17 @@ void worker::fiber_entry(bctx::transfer_t t) {
   current_worker()->exit_current();
 }
 
-void worker::yield_current() {
+void worker::yield_current(prev_action action) {
   fiber* self = current_;
   engine& e = rt_.eng();
   if (!timers_.empty()) run_timers(now_ns());
-  const std::int64_t now = e.fair() ? engine_now_ns() : 0;
   int pushed_to = -1;
-  auto* next = static_cast<fiber*>(e.pick_next(index_, self, prev_action::requeue, now, &pushed_to));
+  fiber* next;
+  if (!e.fair() && !e.tracks_load()) {
+    next = static_cast<fiber*>(e.yield_fifo(index_, self, &pushed_to));
+  } else {
+    next = static_cast<fiber*>(e.pick_next(index_, self, action, engine_now_ns(), &pushed_to));
+  }
   if (pushed_to >= 0) rt_.worker_at(pushed_to).notify();
   if (next == self) {
     start_slice();
@@ -234,22 +238,23 @@ void worker::exit_current() {
 
 // The slice starts at the first preempt point after a switch, not at the
 // switch itself: reading the counter costs as much as the rest of a switch,
-// and only fibers that call preempt_point() have slices to measure.
-void worker::start_slice() noexcept {
-  slice_start_ = 0;
-  const std::int64_t slice_ns =
-      rt_.eng().fair() ? rt_.eng().rq(index_).slice_ns : rt_.eng().config().fifo_slice_ns;
-  slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(slice_ns) * rt_.cycles_per_ns());
-}
+// and only fibers that call preempt_point() have slices to measure. Its
+// length is converted to counter ticks there too.
+void worker::start_slice() noexcept { slice_start_ = 0; }
 
 void worker::preempt_check() {
   const std::uint64_t now_c = cycles();
-  if (slice_start_ == 0) slice_start_ = now_c;
+  if (slice_start_ == 0) {
+    slice_start_ = now_c;
+    const std::int64_t slice_ns =
+        rt_.eng().fair() ? rt_.eng().rq(index_).slice_ns : rt_.eng().config().fifo_slice_ns;
+    slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(slice_ns) * rt_.cycles_per_ns());
+  }
   if (now_c >= next_tick_cycles_) tick(engine_now_ns());
   const runqueue& q = rt_.eng().rq(index_);
   if (q.need_resched.load(std::memory_order_relaxed) ||
       (now_c - slice_start_ >= slice_cycles_ && q.nr_queued.load(std::memory_order_relaxed) != 0)) {
-    yield_current();
+    yield_current(prev_action::requeue);
   }
 }
 

@@ -1,0 +1,854 @@
+// micro_compare.cpp: usched_micro_compare, the micro benchmarks of
+// micro.cpp run for usched and every peer, side by side, with ratios.
+//
+//   usched_micro_compare [-r N] [-w N] [--policy NAME] [--quick]
+//                        [--markdown FILE] [--micro PATH]
+//
+// usched_micro runs one peer configuration per process (Boost.Fiber's
+// work_stealing can be installed once per process), so this driver starts it
+// once per configuration (the table in make_configs()), reads back its
+// Google Benchmark JSON, and repeats the whole set -r times. The rounds are
+// interleaved: every round runs every configuration once, in the same order,
+// so a noisy neighbour or a frequency change hits all of them alike.
+//
+// How to read the output. Every value is "median [min..max]" over the
+// rounds. Every metric here is lower-is-better (ns, ms, bytes), and every
+// ratio is peer/usched, computed within each round (peer_r / usched_r) and
+// then summarised the same way: a ratio of 2.00 means usched took half the
+// time (or memory) of that peer; below 1 the peer is better. The one
+// exception is the raw Boost.Context switch (the floor no runtime can beat):
+// its ratio is usched/floor, labelled "x floor". The load-tracking block
+// shows per-round differences instead (ns a yield pays for load tracking).
+// A configuration that fails (non-zero exit, unreadable JSON, a benchmark
+// error) is listed with its command at the end and the driver exits 1; its
+// missing values show as n/a, or as "(k/N rounds)" where only some rounds
+// have them.
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+// json_parser includes the deprecated <boost/bind.hpp>; this keeps its
+// placeholders where it expects them, without the deprecation note.
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using steady = std::chrono::steady_clock;
+
+constexpr const char* program = "usched_micro_compare";
+
+constexpr unsigned max_rounds = 100;
+constexpr unsigned max_workers = 1024;  // usched_micro's own limit
+// usched_micro's workload sizes: its defaults, and the --quick ones (CI).
+constexpr long full_samples = 100'000;
+constexpr long full_fibers = 1'000'000;
+constexpr long quick_samples = 20'000;
+constexpr long quick_fibers = 100'000;
+// How much of a failed run's output is shown.
+constexpr std::size_t log_tail_chars = 1500;
+
+// ---- options -----------------------------------------------------------------------
+
+struct options {
+  unsigned rounds = 3;
+  unsigned workers = 0;  // 0 until parsed: default_workers()
+  std::string policy = "cfs";
+  bool quick = false;
+  std::string markdown;  // empty: no Markdown file
+  std::string micro;     // empty: next to this executable
+  bool help = false;
+
+  long samples() const { return quick ? quick_samples : full_samples; }
+  long fibers() const { return quick ? quick_fibers : full_fibers; }
+};
+
+class usage_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The CPUs this process may run on (its affinity mask), or the online count.
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<unsigned>(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Two workers where there are two CPUs: the cross-worker benchmarks (wake_*,
+// chan_cross) need them, and more would only add noise on a small machine.
+unsigned default_workers() { return usable_cpus() >= 2 ? 2 : 1; }
+
+std::string usage() {
+  return std::string("usage: ") + program +
+         " [-r N] [-w N] [--policy NAME] [--quick] [--markdown FILE] [--micro PATH]\n"
+         "Runs usched_micro once per peer configuration (usched, Boost.Fiber work_stealing\n"
+         "and shared_work, std::thread, raw Boost.Context), N rounds interleaved, and prints\n"
+         "each benchmark side by side: median [min..max] over rounds, and peer/usched\n"
+         "ratios computed per round (> 1: usched is that many times better).\n"
+         "  -r N             rounds, 1.." + std::to_string(max_rounds) + " (default 3)\n"
+         "  -w N             workers (threads) of the multi-worker rows, 1.." +
+         std::to_string(max_workers) + " (default " + std::to_string(default_workers()) +
+         " here)\n"
+         "  --policy NAME    usched policy of the usched rows (default cfs)\n"
+         "  --quick          smaller workloads for smoke runs: --samples=" +
+         std::to_string(quick_samples) + " --fibers=" + std::to_string(quick_fibers) +
+         "\n"
+         "                   (default --samples=" + std::to_string(full_samples) +
+         " --fibers=" + std::to_string(full_fibers) + ")\n"
+         "  --markdown FILE  also write the tables as Markdown to FILE\n"
+         "  --micro PATH     the usched_micro to run (default: next to this program)\n"
+         "  -h, --help       this text\n";
+}
+
+unsigned parse_uint(const std::string& flag, const std::string& v, unsigned lo, unsigned hi) {
+  unsigned n = 0;
+  const char* end = v.data() + v.size();
+  const auto [ptr, ec] = std::from_chars(v.data(), end, n);
+  if (v.empty() || ec != std::errc{} || ptr != end || n < lo || n > hi) {
+    throw usage_error(flag + " '" + v + "' is not valid; expected an integer " + std::to_string(lo) +
+                      ".." + std::to_string(hi));
+  }
+  return n;
+}
+
+options parse_options(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    // "--flag=value" or "--flag value"; `expected` completes the error line.
+    const auto value = [&](const std::string& flag, const std::string& expected) -> std::optional<std::string> {
+      if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) {
+        return a.substr(flag.size() + 1);
+      }
+      if (a != flag) return std::nullopt;
+      if (i + 1 >= argc) throw usage_error(flag + " needs a value; expected " + expected);
+      return std::string(argv[++i]);
+    };
+    const std::string rounds_range = "an integer 1.." + std::to_string(max_rounds);
+    const std::string workers_range = "an integer 1.." + std::to_string(max_workers);
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+      return o;
+    }
+    if (a == "--quick") {
+      o.quick = true;
+    } else if (auto r = value("-r", rounds_range)) {
+      o.rounds = parse_uint("-r", *r, 1, max_rounds);
+    } else if (auto w = value("-w", workers_range)) {
+      o.workers = parse_uint("-w", *w, 1, max_workers);
+    } else if (auto p = value("--policy", "a usched policy name")) {
+      if (p->empty() || p->find_first_of(" \t\n=") != std::string::npos) {
+        throw usage_error("--policy '" + *p + "' is not valid; expected a usched policy name");
+      }
+      o.policy = *p;
+    } else if (auto m = value("--markdown", "a file name")) {
+      if (m->empty()) throw usage_error("--markdown '' is not valid; expected a file name");
+      o.markdown = *m;
+    } else if (auto x = value("--micro", "the path of usched_micro")) {
+      if (x->empty()) throw usage_error("--micro '' is not valid; expected the path of usched_micro");
+      o.micro = *x;
+    } else {
+      throw usage_error("'" + a +
+                        "' is not a flag; expected -r N, -w N, --policy NAME, --quick, "
+                        "--markdown FILE, --micro PATH or -h");
+    }
+  }
+  if (o.workers == 0) o.workers = default_workers();
+  return o;
+}
+
+// ---- statistics ----------------------------------------------------------------------
+
+struct summary {
+  double median = 0, min = 0, max = 0;
+  std::size_t n = 0;
+};
+
+std::optional<summary> summarise(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  summary s;
+  s.n = n;
+  s.min = v.front();
+  s.max = v.back();
+  s.median = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+  return s;
+}
+
+// ---- configurations ------------------------------------------------------------------
+
+// One usched_micro process per round. `key` names it in the result store and
+// the report; `label` is what the progress line and failures show.
+struct config {
+  std::string key;
+  std::string label;
+  std::vector<std::string> args;  // usched_micro's own flags, then a filter
+  unsigned min_workers = 1;       // skipped below this -w (wake-only runs)
+};
+
+// Filters (matched against "name/iterations:1"): the 1-worker runs measure
+// the same-worker benchmarks, the W-worker runs everything else.
+constexpr const char* same_worker = "^(yield|chan_same)/";
+constexpr const char* yield_only = "^yield/";
+constexpr const char* multi_worker = "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross)";
+constexpr const char* wake_only = "^wake_";
+
+std::vector<config> make_configs(const options& o) {
+  const std::string w1 = "--workers=1";
+  const std::string ww = "--workers=" + std::to_string(o.workers);
+  const std::string wl = " w=" + std::to_string(o.workers);
+  const std::string pol = "--policy=" + o.policy;
+  const auto filter = [](const char* re) { return std::string("--benchmark_filter=") + re; };
+  // Order of the list = order within each round.
+  std::vector<config> c = {
+      {"context", "context", {"--peer=context", w1}},
+      {"us1", "usched " + o.policy + " w=1", {"--peer=usched", w1, pol, filter(same_worker)}},
+      {"us1-none", "usched none w=1", {"--peer=usched", w1, "--policy=none", filter(yield_only)}},
+      {"us1-steal", "usched steal w=1", {"--peer=usched", w1, "--policy=steal", filter(yield_only)}},
+      {"us1-nolt", "usched " + o.policy + " w=1 load-tracking=0",
+       {"--peer=usched", w1, pol, "--load-tracking=0", filter(yield_only)}},
+      {"usW", "usched " + o.policy + wl, {"--peer=usched", ww, pol, filter(multi_worker)}},
+      {"usW-park", "usched " + o.policy + wl + " spin-us=0",
+       {"--peer=usched", ww, pol, "--spin-us=0", filter(wake_only)}, 2},
+      {"bws1", "boost-ws w=1", {"--peer=boost-ws", w1, filter(same_worker)}},
+      {"bsh1", "boost-shared w=1", {"--peer=boost-shared", w1, filter(same_worker)}},
+      {"bwsW", "boost-ws" + wl, {"--peer=boost-ws", ww, filter(multi_worker)}},
+      {"bshW", "boost-shared" + wl, {"--peer=boost-shared", ww, filter(multi_worker)}},
+      {"bwssW", "boost-ws-sleep" + wl, {"--peer=boost-ws-sleep", ww, filter(wake_only)}, 2},
+      {"thread", "thread" + wl, {"--peer=thread", ww}},
+  };
+  const std::vector<std::string> sizes = {"--samples=" + std::to_string(o.samples()),
+                                          "--fibers=" + std::to_string(o.fibers())};
+  std::vector<config> out;
+  for (config& x : c) {
+    if (o.workers < x.min_workers) continue;
+    x.args.insert(x.args.begin() + 1, sizes.begin(), sizes.end());
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+// ---- results ---------------------------------------------------------------------------
+
+// Every counter of every benchmark of every configuration, per round.
+class result_store {
+ public:
+  explicit result_store(unsigned rounds) : rounds_(rounds) {}
+
+  void put(const std::string& cfg, const std::string& bench, const std::string& counter,
+           unsigned round, double v) {
+    auto& slots = values_[{cfg, bench, counter}];
+    slots.resize(rounds_);
+    slots[round] = v;
+  }
+  std::optional<double> get(const std::string& cfg, const std::string& bench,
+                            const std::string& counter, unsigned round) const {
+    const auto it = values_.find({cfg, bench, counter});
+    if (it == values_.end()) return std::nullopt;
+    return it->second[round];
+  }
+  unsigned rounds() const { return rounds_; }
+
+ private:
+  using key = std::tuple<std::string, std::string, std::string>;
+  unsigned rounds_;
+  std::map<key, std::vector<std::optional<double>>> values_;
+};
+
+// "mutex/16/iterations:1" -> "mutex/16".
+std::string benchmark_name(const std::string& full) {
+  const std::size_t at = full.find("/iterations:");
+  return at == std::string::npos ? full : full.substr(0, at);
+}
+
+std::optional<double> as_number(const std::string& s) {
+  double v = 0;
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc{} || ptr != end) return std::nullopt;
+  return v;
+}
+
+// read_results() stores every numeric field of every benchmark in one
+// usched_micro JSON file; an empty return means it all went well, otherwise
+// it says what was wrong (the values read are stored all the same).
+std::string read_results(const std::string& json, const std::string& cfg, unsigned round,
+                         result_store& store) {
+  namespace pt = boost::property_tree;
+  pt::ptree root;
+  try {
+    pt::read_json(json, root);
+  } catch (const pt::json_parser_error& e) {
+    return std::string("unreadable JSON: ") + e.what();
+  }
+  const auto benchmarks = root.get_child_optional("benchmarks");
+  if (!benchmarks || benchmarks->empty()) return "no benchmark in its JSON output";
+  std::string problems;
+  for (const auto& entry : *benchmarks) {
+    const pt::ptree& b = entry.second;
+    if (b.get<std::string>("run_type", "iteration") != "iteration") continue;
+    const std::string name = benchmark_name(b.get<std::string>("name", "?"));
+    if (b.get<bool>("error_occurred", false)) {
+      if (!problems.empty()) problems += "; ";
+      problems += name + ": " + b.get<std::string>("error_message", "error");
+      continue;
+    }
+    for (const auto& [field, value] : b) {
+      if (!value.empty()) continue;  // an object or array, not a counter
+      if (const auto v = as_number(value.data())) store.put(cfg, name, field, round, *v);
+    }
+  }
+  return problems;
+}
+
+// ---- processes ----------------------------------------------------------------------------
+
+volatile std::sig_atomic_t stop_requested = 0;
+void on_stop_signal(int) { stop_requested = 1; }
+
+// SIGINT/SIGTERM end the comparison after the running child: it is sent the
+// signal too, then the tables so far are printed.
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid() returns EINTR
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// run_child() runs exe with args, stdout and stderr to `log`; its wait status.
+int run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+
+  bool forwarded = false;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (stop_requested && !forwarded) {
+      kill(pid, SIGTERM);
+      forwarded = true;
+    }
+  }
+  return status;
+}
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st)) return "exit code " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("killed by ") + strsignal(WTERMSIG(st));
+  return "ended oddly";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string tail_of(const std::string& s, std::size_t chars) {
+  return s.size() <= chars ? s : "..." + s.substr(s.size() - chars);
+}
+
+// A command line as a shell would take it back.
+std::string shell_join(const std::string& exe, const std::vector<std::string>& args) {
+  const auto quote = [](const std::string& a) {
+    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789-_=./:,+") == std::string::npos) {
+      return a;
+    }
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string out = quote(exe);
+  for (const std::string& a : args) out += " " + quote(a);
+  return out;
+}
+
+struct failure {
+  unsigned round = 0;
+  std::string label;
+  std::string command;
+  std::string why;
+  std::string output;  // the tail of what it printed
+};
+
+// A temporary folder for the JSON and logs, removed on the way out.
+class temp_dir {
+ public:
+  temp_dir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/usched-micro-compare-XXXXXX";
+    if (!mkdtemp(templ.data())) {
+      throw std::runtime_error("cannot create a temporary folder " + templ + ": " + std::strerror(errno));
+    }
+    path_ = templ;
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// ---- the report ------------------------------------------------------------------------------
+
+// A block is one table: lines (a configuration's benchmark) by metrics (a
+// counter, optionally of another benchmark of the same configuration).
+enum class line_kind {
+  base,   // usched: the denominator of the block's ratios
+  peer,   // ratio peer/base
+  floor,  // ratio base/floor: "x floor"
+  plain,  // value only
+  diff,   // value = (cfg, bench) minus (minus_cfg, bench), per round
+};
+
+struct line {
+  std::string label;
+  line_kind kind;
+  std::string cfg;
+  std::string bench;
+  std::string minus_cfg = {};
+};
+
+struct metric {
+  std::string header;
+  std::string counter;
+  bool ratio = true;
+  std::string bench = {};  // empty: the line's benchmark
+};
+
+struct block {
+  std::string title;
+  std::vector<metric> metrics;
+  std::vector<line> lines;
+};
+
+// 1000000 -> "1,000,000".
+std::string thousands(long n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::vector<block> make_blocks(const options& o) {
+  const std::string p = "usched " + o.policy;
+  const std::string ws = std::to_string(o.workers) + (o.workers == 1 ? " worker" : " workers");
+  const std::string fibers = thousands(o.fibers());
+  const std::string samples = thousands(o.samples());
+  const auto base = [](std::string label, std::string cfg, std::string bench) {
+    return line{std::move(label), line_kind::base, std::move(cfg), std::move(bench)};
+  };
+  const auto peer = [](std::string label, std::string cfg, std::string bench) {
+    return line{std::move(label), line_kind::peer, std::move(cfg), std::move(bench)};
+  };
+  const auto plain = [](std::string label, std::string cfg, std::string bench) {
+    return line{std::move(label), line_kind::plain, std::move(cfg), std::move(bench)};
+  };
+
+  std::vector<block> b;
+  b.push_back({"yield: ns per yield, two fibers (threads: two threads on one CPU) yielding to each other, 1 worker",
+               {{"ns/yield", "ns"}},
+               {base(p, "us1", "yield"),
+                line{"context (floor)", line_kind::floor, "context", "yield"},
+                peer("boost-ws", "bws1", "yield"), peer("boost-shared", "bsh1", "yield"),
+                peer("thread", "thread", "yield")}});
+  b.push_back({"chan_same: ns per one-way hand-off, unbuffered channel ping-pong, 1 worker",
+               {{"ns/hand-off", "ns"}},
+               {base(p, "us1", "chan_same"), peer("boost-ws", "bws1", "chan_same"),
+                peer("boost-shared", "bsh1", "chan_same")}});
+  b.push_back({"spawn_join: ns per fiber, " + fibers + " spawned and joined in batches of 1,000 from a fiber, " +
+                   ws + " (thread: 20,000 threads)",
+               {{"warm ns/fiber", "ns"}, {"first-run ns/fiber", "ns_first"},
+                {"peak RSS MiB", "peak_rss_mib", false}},
+               {base(p, "usW", "spawn_join"), plain(p + ", from a thread", "usW", "spawn_join_thread"),
+                peer("boost-ws", "bwsW", "spawn_join"), peer("boost-shared", "bshW", "spawn_join"),
+                peer("thread", "thread", "spawn_join")}});
+  b.push_back({"live_rss: resident bytes per blocked fiber, 100,000 alive at once, " + ws,
+               {{"bytes/fiber", "bytes_per_fiber"}, {"stack bytes", "stack_bytes", false}},
+               {base(p, "usW", "live_rss"), peer("boost-ws", "bwsW", "live_rss")}});
+  b.push_back({"skynet: ms for a 10-ary tree of fibers with " + fibers + " leaves, " + ws,
+               {{"ms", "ms"}},
+               {base(p, "usW", "skynet"), peer("boost-ws", "bwsW", "skynet"),
+                peer("boost-shared", "bshW", "skynet")}});
+  if (o.workers >= 2) {
+    const std::vector<metric> pct = {{"p50 ns", "p50_ns"}, {"p99 ns", "p99_ns"}, {"p99.9 ns", "p999_ns"}};
+    for (const char* bench : {"wake_cv", "wake_chan"}) {
+      const std::string what = std::string(bench) +
+                               (std::string(bench) == "wake_cv" ? ": condition variable" : ": channel receive") +
+                               " wake-to-run ns, " + samples + " samples, " + ws;
+      std::vector<line> spinning = {base(p, "usW", bench), peer("boost-ws (busy-polling)", "bwsW", bench)};
+      std::vector<line> parked = {base(p + ", spin-us=0", "usW-park", bench),
+                                  peer("boost-ws-sleep", "bwssW", bench)};
+      if (std::string(bench) == "wake_cv") {
+        spinning.push_back(peer("thread", "thread", bench));
+        parked.push_back(peer("thread", "thread", bench));
+      }
+      b.push_back({what + "; target worker spinning", pct, spinning});
+      b.push_back({what + "; target worker parked", pct, parked});
+    }
+  }
+  b.push_back({"mutex/N: ns per lock+unlock, N fibers (threads) contending, " + ws,
+               {{"N=2", "ns", true, "mutex/2"}, {"N=16", "ns", true, "mutex/16"},
+                {"N=1000", "ns", true, "mutex/1000"}},
+               {base(p, "usW", ""), peer("boost-ws", "bwsW", ""), peer("boost-shared", "bshW", ""),
+                peer("thread", "thread", "")}});
+  if (o.workers >= 2) {
+    b.push_back({"chan_cross: ns per one-way hand-off, unbuffered channel ping-pong across two workers, " + ws,
+                 {{"ns/hand-off", "ns"}},
+                 {base(p, "usW", "chan_cross"), peer("boost-ws", "bwsW", "chan_cross"),
+                  peer("boost-shared", "bshW", "chan_cross")}});
+  }
+  b.push_back({"load tracking: yield ns per yield, 1 worker; the cost is " + o.policy +
+                   " minus " + o.policy + " without load tracking, per round",
+               {{"ns/yield", "ns", false}},
+               {plain(p, "us1", "yield"), plain(p + ", load-tracking=0", "us1-nolt", "yield"),
+                line{"cost of load tracking", line_kind::diff, "us1", "yield", "us1-nolt"},
+                plain("usched none", "us1-none", "yield"), plain("usched steal", "us1-steal", "yield")}});
+  return b;
+}
+
+// Three significant digits, none of them after the point from 100 up.
+std::string fmt_num(double v) {
+  const double a = std::fabs(v);
+  const int decimals = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 || a == 0 ? 2 : std::min(6, 2 - static_cast<int>(std::floor(std::log10(a))));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// "median [min..max]", "x" after the median of a ratio, and how many rounds
+// it covers when some are missing.
+std::string fmt_summary(const std::optional<summary>& s, unsigned rounds, const char* unit) {
+  if (!s) return "n/a";
+  std::string out = fmt_num(s->median) + unit + " [" + fmt_num(s->min) + ".." + fmt_num(s->max) + "]";
+  if (s->n < rounds) out += " (" + std::to_string(s->n) + "/" + std::to_string(rounds) + " rounds)";
+  return out;
+}
+
+// A block with its numbers in: rows of cells under the metric headers.
+struct table_row {
+  bool ratio = false;              // the ratios of the row above
+  std::vector<std::string> cells;  // label, then one cell per metric
+};
+
+struct table {
+  std::string title;
+  std::vector<std::string> headers;
+  std::vector<table_row> rows;
+};
+
+table evaluate(const block& blk, const result_store& store) {
+  const unsigned rounds = store.rounds();
+  const line* base = nullptr;
+  for (const line& l : blk.lines) {
+    if (l.kind == line_kind::base) base = &l;
+  }
+  // A line's value for one metric in one round.
+  const auto value = [&store](const line& l, const metric& m, unsigned r) -> std::optional<double> {
+    const std::string& bench = m.bench.empty() ? l.bench : m.bench;
+    const auto v = store.get(l.cfg, bench, m.counter, r);
+    if (l.kind != line_kind::diff || !v) return v;
+    const auto minus = store.get(l.minus_cfg, bench, m.counter, r);
+    if (!minus) return std::nullopt;
+    return *v - *minus;
+  };
+
+  table t;
+  t.title = blk.title;
+  for (const metric& m : blk.metrics) t.headers.push_back(m.header);
+  for (const line& l : blk.lines) {
+    const bool has_ratio = base && (l.kind == line_kind::peer || l.kind == line_kind::floor);
+    table_row values{false, {l.label}};
+    table_row ratios{true, {}};
+    if (has_ratio) ratios.cells.push_back(l.kind == line_kind::floor ? "usched / floor: x floor" : l.label + " / usched");
+    for (const metric& m : blk.metrics) {
+      std::vector<double> vs, rs;
+      for (unsigned r = 0; r < rounds; ++r) {
+        const auto v = value(l, m, r);
+        if (!v) continue;
+        vs.push_back(*v);
+        if (!has_ratio || !m.ratio) continue;
+        const auto b = value(*base, m, r);
+        if (!b) continue;
+        const double num = l.kind == line_kind::floor ? *b : *v;
+        const double den = l.kind == line_kind::floor ? *v : *b;
+        if (den > 0) rs.push_back(num / den);
+      }
+      values.cells.push_back(fmt_summary(summarise(vs), rounds, ""));
+      if (has_ratio) ratios.cells.push_back(m.ratio ? fmt_summary(summarise(rs), rounds, "x") : "");
+    }
+    t.rows.push_back(std::move(values));
+    if (has_ratio) t.rows.push_back(std::move(ratios));
+  }
+  return t;
+}
+
+// Text: the label column indented by two, a ratio row's label by four.
+void print_text(const table& t, std::ostream& out) {
+  table_row header{false, {""}};
+  header.cells.insert(header.cells.end(), t.headers.begin(), t.headers.end());
+  std::vector<table_row> rows{header};
+  rows.insert(rows.end(), t.rows.begin(), t.rows.end());
+  for (table_row& row : rows) row.cells[0].insert(0, row.ratio ? "    " : "  ");
+
+  std::vector<std::size_t> width(header.cells.size(), 0);
+  for (const table_row& row : rows) {
+    for (std::size_t c = 0; c < row.cells.size(); ++c) width[c] = std::max(width[c], row.cells[c].size());
+  }
+  out << t.title << '\n';
+  for (const table_row& row : rows) {
+    std::string s;
+    for (std::size_t c = 0; c < row.cells.size(); ++c) {
+      s += (c ? "   " : "") + row.cells[c] + std::string(width[c] - row.cells[c].size(), ' ');
+    }
+    s.erase(s.find_last_not_of(' ') + 1);
+    out << s << '\n';
+  }
+  out << '\n';
+}
+
+// Markdown: ratio rows in italics.
+void print_markdown(const table& t, std::ostream& out) {
+  out << "### " << t.title << "\n\n|   |";
+  for (const std::string& h : t.headers) out << ' ' << h << " |";
+  out << "\n|---|";
+  for (std::size_t c = 0; c < t.headers.size(); ++c) out << "---|";
+  out << '\n';
+  for (const table_row& row : t.rows) {
+    out << '|';
+    for (const std::string& s : row.cells) out << ' ' << (row.ratio && !s.empty() ? "*" + s + "*" : s) << " |";
+    out << '\n';
+  }
+  out << '\n';
+}
+
+// ---- the machine ----------------------------------------------------------------------------
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = l.find(':');
+    if (colon == std::string::npos) continue;
+    const std::size_t start = l.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown CPU" : l.substr(start);
+  }
+  return "unknown CPU";
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M %Z", &tm);
+  return buf;
+}
+
+// ---- main --------------------------------------------------------------------------------------
+
+std::string micro_path(const options& o) {
+  if (!o.micro.empty()) {
+    if (access(o.micro.c_str(), X_OK) != 0) {
+      throw usage_error("--micro '" + o.micro + "' is not valid; expected an executable usched_micro (" +
+                        std::strerror(errno) + ")");
+    }
+    return o.micro;
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot read /proc/self/exe: " + ec.message());
+  const std::string exe = (self.parent_path() / "usched_micro").string();
+  if (access(exe.c_str(), X_OK) != 0) {
+    throw std::runtime_error("cannot run " + exe + " (" + std::strerror(errno) +
+                             "); build the usched_micro target, or pass --micro PATH");
+  }
+  return exe;
+}
+
+// A bad --policy fails every usched run; usched_micro says why once, here.
+void check_policy(const std::string& exe, const options& o, const fs::path& dir) {
+  const std::string log = (dir / "policy-check.log").string();
+  const int st = run_child(exe, {"--peer=usched", "--workers=1", "--policy=" + o.policy,
+                                 "--benchmark_list_tests=true"}, log);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return;
+  std::string said = read_text(log);
+  said = said.substr(0, said.find('\n'));
+  throw usage_error("--policy '" + o.policy + "' is not valid; usched_micro refused it (" +
+                    describe_status(st) + "): " + said);
+}
+
+int run(const options& o) {
+  const std::string exe = micro_path(o);
+  std::ofstream md;
+  if (!o.markdown.empty()) {
+    md.open(o.markdown);
+    if (!md) throw usage_error("--markdown '" + o.markdown + "' is not valid; cannot write it");
+  }
+  install_stop_handlers();
+  const temp_dir tmp;
+  check_policy(exe, o, tmp.path());
+
+  const std::vector<config> configs = make_configs(o);
+  result_store store(o.rounds);
+  std::vector<failure> failures;
+  unsigned runs = 0;
+  bool interrupted = false;
+  for (unsigned r = 0; r < o.rounds && !interrupted; ++r) {
+    for (const config& c : configs) {
+      const std::string stem = "r" + std::to_string(r) + "-" + c.key;
+      const std::string json = (tmp.path() / (stem + ".json")).string();
+      const std::string log = (tmp.path() / (stem + ".log")).string();
+      std::vector<std::string> args = c.args;
+      args.insert(args.end(), {"--benchmark_out=" + json, "--benchmark_out_format=json"});
+
+      std::fprintf(stderr, "[round %u/%u] %s ... ", r + 1, o.rounds, c.label.c_str());
+      std::fflush(stderr);
+      const auto t0 = steady::now();
+      const int st = run_child(exe, args, log);
+      const double secs = std::chrono::duration<double>(steady::now() - t0).count();
+      ++runs;
+
+      std::string why;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) why = describe_status(st);
+      // Read what there is even after a failure: earlier benchmarks count.
+      const std::string problems = fs::exists(json) ? read_results(json, c.key, r, store) : "no JSON output";
+      if (why.empty()) why = problems;
+      else if (!problems.empty() && fs::exists(json)) why += "; " + problems;
+
+      std::fprintf(stderr, "%.1f s%s%s\n", secs, why.empty() ? "" : "  FAILED: ", why.c_str());
+      if (!why.empty()) {
+        failures.push_back({r + 1, c.label, shell_join(exe, args), why, tail_of(read_text(log), log_tail_chars)});
+      }
+      if (stop_requested) {
+        interrupted = true;
+        break;
+      }
+    }
+  }
+
+  std::ostringstream head;
+  const unsigned cpus = usable_cpus();
+  head << "machine: " << cpu_model() << ", " << cpus << (cpus == 1 ? " CPU" : " CPUs") << ", " << today()
+       << '\n'
+       << "configuration: " << o.rounds << (o.rounds == 1 ? " round" : " rounds") << ", " << o.workers
+       << (o.workers == 1 ? " worker" : " workers") << ", policy " << o.policy << ", "
+       << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers() << ")\n"
+       << "values: median [min..max] over rounds; ratios: peer/usched per round, median [min..max];\n"
+       << "every metric is lower-is-better, so a ratio above 1 means usched is that many times better\n";
+  std::cout << head.str();
+  if (o.workers < 2) std::cout << "(wake_cv, wake_chan and chan_cross need -w 2 or more: not run)\n";
+  std::cout << '\n';
+  if (md) {
+    md << "## usched micro benchmarks\n\n";
+    std::istringstream lines(head.str());
+    for (std::string l; std::getline(lines, l);) md << l << "  \n";
+    md << '\n';
+  }
+  for (const block& b : make_blocks(o)) {
+    const table t = evaluate(b, store);
+    print_text(t, std::cout);
+    if (md) print_markdown(t, md);
+  }
+
+  if (!failures.empty()) {
+    std::ostringstream f;
+    f << "FAILED: " << failures.size() << " of " << runs << " usched_micro runs\n";
+    for (const failure& x : failures) {
+      f << "[round " << x.round << "/" << o.rounds << "] " << x.label << ": " << x.why << "\n"
+        << "  command: " << x.command << "\n";
+      std::istringstream out(x.output);
+      for (std::string l; std::getline(out, l);) f << "  | " << l << '\n';
+    }
+    std::cout << f.str();
+    if (md) md << "### Failures\n\n```\n" << f.str() << "```\n";
+  }
+  if (interrupted) std::cout << "interrupted after " << runs << " usched_micro runs\n";
+  std::cout << std::flush;
+  if (md) {
+    md.close();
+    if (!md) {
+      std::cerr << program << ": cannot write " << o.markdown << '\n';
+      return 1;
+    }
+  }
+  if (interrupted) return 130;
+  return failures.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const options o = parse_options(argc, argv);
+    if (o.help) {
+      std::cout << usage();
+      return 0;
+    }
+    return run(o);
+  } catch (const usage_error& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 1;
+  }
+}
