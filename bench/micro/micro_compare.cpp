@@ -504,8 +504,8 @@ std::vector<block> make_blocks(const options& o) {
   };
 
   std::vector<block> b;
-  b.push_back({"yield: ns per yield, two fibers (threads: two threads on one CPU) yielding to each other, 1 worker",
-               {{"ns/yield", "ns"}},
+  b.push_back({"yield: ns per switch, two fibers (threads: two threads on one CPU) yielding to each other, 1 worker",
+               {{"ns/switch", "ns"}},
                {base(p, "us1", "yield"),
                 line{"context (floor)", line_kind::floor, "context", "yield"},
                 peer("boost-ws", "bws1", "yield"), peer("boost-shared", "bsh1", "yield"),
@@ -529,6 +529,10 @@ std::vector<block> make_blocks(const options& o) {
                {base(p, "usW", "skynet"), peer("boost-ws", "bwsW", "skynet"),
                 peer("boost-shared", "bshW", "skynet")}});
   if (o.workers >= 2) {
+    b.push_back({"cacheline: ns one way for a cache line bounced between two CPUs (threads): the floor of "
+                 "any cross-worker wake-up or hand-off",
+                 {{"ns one way", "ns", false}},
+                 {plain("two threads", "thread", "cacheline")}});
     const std::vector<metric> pct = {{"p50 ns", "p50_ns"}, {"p99 ns", "p99_ns"}, {"p99.9 ns", "p999_ns"}};
     for (const char* bench : {"wake_cv", "wake_chan"}) {
       const std::string what = std::string(bench) +
@@ -553,7 +557,9 @@ std::vector<block> make_blocks(const options& o) {
   if (o.workers >= 2) {
     b.push_back({"chan_cross: ns per one-way hand-off, unbuffered channel ping-pong across two workers, " + ws,
                  {{"ns/hand-off", "ns"}},
-                 {base(p, "usW", "chan_cross"), peer("boost-ws", "bwsW", "chan_cross"),
+                 {base(p, "usW", "chan_cross"),
+                  line{"cache line one way (floor)", line_kind::floor, "thread", "cacheline"},
+                  peer("boost-ws", "bwsW", "chan_cross"),
                   peer("boost-shared", "bshW", "chan_cross")}});
   }
   b.push_back({"load tracking: yield ns per yield, 1 worker; the cost is " + o.policy +

@@ -18,9 +18,11 @@ std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to *
 // Bytes above the stack: the control block and the inline task frame.
 constexpr std::size_t top_area = sizeof(fiber) + stack_pool::inline_frame_bytes + 64;
 
+}  // namespace
+
 // The guard budget: a quarter of vm.max_map_count, two VMAs per guarded
 // stack (see stack_pool.hpp).
-std::size_t guard_budget_from_kernel() {
+std::size_t stack_pool::default_guard_budget() {
   std::size_t max_maps = 65530;  // the kernel's default, if /proc says nothing
   if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
     unsigned long v = 0;
@@ -30,12 +32,10 @@ std::size_t guard_budget_from_kernel() {
   return max_maps / 4 / 2;
 }
 
-}  // namespace
-
-stack_pool::stack_pool(std::size_t stack_size)
+stack_pool::stack_pool(std::size_t stack_size, std::size_t guard_budget)
     : stack_size_(stack_size),
       page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
-      guard_budget_(guard_budget_from_kernel()) {
+      guard_budget_(guard_budget) {
   map_size_ = page_ + round_up(stack_size_ + top_area, page_);
 }
 

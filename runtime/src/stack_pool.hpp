@@ -31,7 +31,10 @@ class stack_pool {
   // allocated on the heap. Most closures capture a few pointers.
   static constexpr std::size_t inline_frame_bytes = 512;
 
-  explicit stack_pool(std::size_t stack_size);
+  // `guard_budget`: how many stacks get a guard page; by default a quarter
+  // of vm.max_map_count, two VMAs per guarded stack (see above).
+  explicit stack_pool(std::size_t stack_size, std::size_t guard_budget = default_guard_budget());
+  static std::size_t default_guard_budget();
   ~stack_pool();
   stack_pool(const stack_pool&) = delete;
   stack_pool& operator=(const stack_pool&) = delete;

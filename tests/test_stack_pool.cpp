@@ -1,0 +1,108 @@
+// The stack pool: slabs, the guard-page budget, and more live fibers than
+// one-mapping-per-stack would allow.
+#include <catch2/catch.hpp>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <usched/usched.hpp>
+
+#include "stack_pool.hpp"
+#include "test_support.hpp"
+
+using usched::detail::fiber;
+using usched::detail::stack_pool;
+
+namespace {
+
+// The r/w/x permissions of the mapping that holds `addr`, from /proc/self/maps.
+std::string protection_of(const void* addr) {
+  std::ifstream maps("/proc/self/maps");
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::uintptr_t lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " %4s", &lo, &hi, perms) == 3 && a >= lo &&
+        a < hi) {
+      return std::string(perms, 3);
+    }
+  }
+  return "unmapped";
+}
+
+}  // namespace
+
+TEST_CASE("stack pool: stacks are guarded up to the budget, then mapped without guards",
+          "[stack_pool]") {
+  // A budget of two slabs (slabs hold 16 stacks).
+  stack_pool pool(64 * 1024, 32);
+  std::vector<fiber*> taken;
+  for (int i = 0; i < 64; ++i) taken.push_back(pool.take());
+  CHECK(pool.mapped() == 64);
+  CHECK(pool.guarded() == 32);
+  int guarded = 0;
+  for (fiber* f : taken) {
+    guarded += f->guarded ? 1 : 0;
+    // Every stack is at least what was asked for, between its guard page
+    // and its control block.
+    CHECK(f->ctx.stack_size >= 64 * 1024);
+    CHECK(static_cast<const char*>(f->ctx.stack_bottom) == f->block + pool.page_size());
+    CHECK(reinterpret_cast<char*>(f) >= f->stack_top);
+    CHECK(reinterpret_cast<char*>(f) + sizeof(fiber) <= f->block + f->block_size);
+  }
+  CHECK(guarded == 32);
+  // The kernel agrees: a guarded stack's lowest page is PROT_NONE, an
+  // unguarded one's is ordinary stack memory.
+  for (fiber* f : taken) CHECK(protection_of(f->block) == (f->guarded ? "---" : "rw-"));
+  // The notice that guards ran out is given once.
+  CHECK(pool.take_budget_exhausted_notice());
+  CHECK_FALSE(pool.take_budget_exhausted_notice());
+  // Returned fibers are reused before anything new is mapped.
+  pool.give(taken.data(), taken.size());
+  fiber* again = pool.take();
+  CHECK(pool.mapped() == 64);
+  pool.give(&again, 1);
+}
+
+TEST_CASE("stack pool: a budget never runs out when it covers every stack", "[stack_pool]") {
+  stack_pool pool(64 * 1024, 1024);
+  std::vector<fiber*> taken;
+  for (int i = 0; i < 40; ++i) taken.push_back(pool.take());
+  CHECK(pool.guarded() == pool.mapped());
+  CHECK_FALSE(pool.take_budget_exhausted_notice());
+  pool.give(taken.data(), taken.size());
+}
+
+TEST_CASE("more fibers are alive at once than vm.max_map_count allows guarded stacks for",
+          "[runtime][stack_pool]") {
+  // 40,000 blocked fibers: with one mapping and a guard page per stack
+  // (two VMAs each) the kernel's default limit of 65,530 mappings would
+  // refuse the 32,766th.
+  const long n = 40'000 / static_cast<long>(usched::test::volume_divisor);
+  usched::runtime rt(usched::test::make_options("steal", 2));
+  const long sum = rt.run([n] {
+    usched::wait_group started;
+    usched::channel<long> release(0);
+    std::vector<usched::join_handle<long>> hs;
+    hs.reserve(static_cast<std::size_t>(n));
+    started.add(n);
+    for (long i = 0; i < n; ++i) {
+      hs.push_back(usched::spawn([&started, &release, i] {
+        started.done();
+        (void)release.recv();  // blocks until the channel closes
+        return i;
+      }));
+    }
+    started.wait();
+    release.close();
+    long s = 0;
+    for (auto& h : hs) s += h.join();
+    return s;
+  });
+  CHECK(sum == n * (n - 1) / 2);
+}
