@@ -201,6 +201,12 @@ class policy {
   // and no load tracking.
   virtual bool fair_queue() const noexcept { return false; }
 
+  // Only without fair_queue(): true when a worker runs its newest fiber
+  // first (spawned and woken fibers go to the front of its queue; yields and
+  // preemptions to the back) and balancing takes the oldest, the
+  // work-stealing deque of Cilk, TBB and Rayon; false for FIFO.
+  virtual bool lifo_queue() const noexcept { return false; }
+
   // Multiplier of the periodic balance interval while the worker is busy
   // (sd->busy_factor).
   virtual unsigned busy_factor() const noexcept { return 16; }

@@ -11,6 +11,7 @@ namespace usched {
 
 std::unique_ptr<policy> make_none_policy();
 std::unique_ptr<policy> make_steal_policy();
+std::unique_ptr<policy> make_steal_lifo_policy();
 
 namespace {
 
@@ -36,6 +37,9 @@ constexpr std::array policies{
                 &make_none_policy},
     policy_info{"steal", "randomized work stealing: an idle worker takes half of a victim's queue (Go, Tokio)",
                 &make_steal_policy},
+    policy_info{"steal-lifo",
+                "work stealing with a LIFO local queue: newest first, thieves take the oldest (Cilk, Rayon)",
+                &make_steal_lifo_policy},
 };
 
 }  // namespace

@@ -11,6 +11,12 @@
 // single queued fiber can be taken. Go and Tokio scan all workers in random
 // order; walking the domains first keeps stolen fibers near their cache when
 // there is a choice, and degenerates to the same thing on a flat machine.
+//
+// steal-lifo is the same policy over a LIFO local queue, the work-stealing
+// deque of Cilk, TBB and Rayon: a worker runs the fiber it spawned or woke
+// most recently, and thieves take the oldest. Fork-join code then runs depth
+// first on each worker (the "work-first" principle) with a live-fiber count
+// bounded by depth x fan-out, while steals move the big, old subtrees.
 #include "policy.hpp"
 
 namespace usched {
@@ -18,7 +24,10 @@ namespace {
 
 class steal_policy final : public policy {
  public:
-  std::string_view name() const noexcept override { return "steal"; }
+  explicit steal_policy(bool lifo) : lifo_(lifo) {}
+
+  std::string_view name() const noexcept override { return lifo_ ? "steal-lifo" : "steal"; }
+  bool lifo_queue() const noexcept override { return lifo_; }
 
   int select_cpu(const placement_request& req) const override {
     if (req.origin >= 0) return req.origin;
@@ -44,10 +53,14 @@ class steal_policy final : public policy {
   }
 
   bool pulls_when_idle() const noexcept override { return true; }
+
+ private:
+  bool lifo_;
 };
 
 }  // namespace
 
-std::unique_ptr<policy> make_steal_policy() { return std::make_unique<steal_policy>(); }
+std::unique_ptr<policy> make_steal_policy() { return std::make_unique<steal_policy>(false); }
+std::unique_ptr<policy> make_steal_lifo_policy() { return std::make_unique<steal_policy>(true); }
 
 }  // namespace usched

@@ -489,3 +489,38 @@ TEST_CASE("engine: under CFS a yield steps aside unless the next fiber is a gran
   c = e.pick_next(0, c, prev_action::requeue, now);
   CHECK(c == &b);
 }
+
+TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from the oldest",
+          "[engine]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "steal-lifo");
+  REQUIRE(e.lifo());
+  std::deque<sched_entity> f(6);
+  for (int i = 0; i < 4; ++i) e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::spawn, 0);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{3, 2, 1, 0});
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == &f[3]);
+  // A fiber the running one wakes or spawns runs before the older ones.
+  e.enqueue(0, &f[4], enqueue_kind::spawn_local, 0);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{4, 2, 1, 0});
+  CHECK(e.rq(0).runnext == nullptr);  // no slot: the whole queue is LIFO
+  // A yield goes to the back; the newest runs.
+  c = e.yield_fifo(0, c, nullptr);
+  CHECK(c == &f[4]);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1, 0, 3});
+  // A thief takes the oldest first: f[3] (requeued last, but queued at the
+  // back, so it counts as waiting longest), then f[0].
+  usched::balance_decision d;
+  d.busiest = 0;
+  d.type = usched::migration_type::migrate_task;
+  d.imbalance = 2;
+  sched_entity* out[4] = {};
+  REQUIRE(e.detach_fibers(1, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 0, out, 4) == 2);
+  CHECK(out[0] == &f[3]);
+  CHECK(out[1] == &f[0]);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1});
+  // A fiber blocks; the newest queued runs; a wake-up goes to the front.
+  c = e.pick_next(0, c, prev_action::block, 0);
+  CHECK(c == &f[2]);
+  e.enqueue(0, &f[4], enqueue_kind::wakeup, 0);
+  CHECK(queue_of(e, 0, f) == std::vector<int>{4, 1});
+}

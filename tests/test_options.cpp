@@ -86,7 +86,7 @@ TEST_CASE("options: an unknown policy names the value and lists the registry", "
   CHECK(one_line(msg));
   CHECK(msg ==
         "USCHED_POLICY='fifo' is not a registered policy; choose one of: cfs, cfs-v5.9, "
-        "cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, cfs-blocked-load, cfs-numa-mel, none, steal");
+        "cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, cfs-blocked-load, cfs-numa-mel, none, steal, steal-lifo");
   usched::options o;
   o.policy = "fifo";
   CHECK_THROWS_WITH(usched::runtime(o), msg);

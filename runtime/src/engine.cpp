@@ -41,6 +41,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       policy_(std::move(pol)),
       cfg_(cfg),
       fair_(policy_->fair_queue()),
+      lifo_(!fair_ && policy_->lifo_queue()),
       tracks_load_(fair_ && cfg_.load_tracking),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
@@ -62,15 +63,18 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
 // about (a wake-up, a spawn, a migration): the count is stored seq_cst for
 // the park protocol. A requeue by the running worker itself needs no such
 // ordering and skips the fence the seq_cst store costs.
-void engine::queue_insert(runqueue& q, sched_entity* se, bool publish) noexcept {
-  se->rq_next = nullptr;
-  se->rq_prev = q.tail;
-  if (q.tail) {
-    q.tail->rq_next = se;
-  } else {
+void engine::queue_insert(runqueue& q, sched_entity* se, bool publish, bool front) noexcept {
+  if (front) {
+    se->rq_prev = nullptr;
+    se->rq_next = q.head;
+    (q.head ? q.head->rq_prev : q.tail) = se;
     q.head = se;
+  } else {
+    se->rq_next = nullptr;
+    se->rq_prev = q.tail;
+    (q.tail ? q.tail->rq_next : q.head) = se;
+    q.tail = se;
   }
-  q.tail = se;
   if (fair_) q.timeline.insert(*se);
   if (se->pinned >= 0) {
     q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -374,8 +378,13 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   se->on_rq.store(true, std::memory_order_relaxed);
   ++q.nr_running;
   q.load_weight += se->weight;
-  queue_insert(q, se);
-  if (!fair_ && kind == enqueue_kind::spawn_local) make_runnext(q, se);
+  // seq_cst even for a local spawn: the store then precedes the spawner's
+  // look at the parked workers (runtime_impl::kick_idle), which a parked
+  // worker's announce-then-look pairs with.
+  // Under LIFO every spawned or woken fiber goes to the front; under FIFO
+  // only a local spawn does, into the runnext slot.
+  queue_insert(q, se, true, lifo_);
+  if (!fair_ && !lifo_ && kind == enqueue_kind::spawn_local) make_runnext(q, se);
   if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
@@ -568,8 +577,9 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
     update_curr(src, now);
     update_load(src, now);
   }
-  for (sched_entity* se = src.head; se && n < max && env.imbalance > 0;) {
-    sched_entity* next = se->rq_next;
+  // From the fiber queued longest: the head of a FIFO, the tail of a LIFO.
+  for (sched_entity* se = lifo_ ? src.tail : src.head; se && n < max && env.imbalance > 0;) {
+    sched_entity* next = lifo_ ? se->rq_prev : se->rq_next;
     // Pulling onto an idle worker never empties the source (detach_tasks).
     if (idle != cpu_idle_type::not_idle && src.nr_running <= 1) break;
     // Pinned elsewhere, or the runnext of a worker with other fibers queued

@@ -32,8 +32,9 @@ namespace usched::detail {
 
 // The part of a fiber the engine sees (the kernel's struct sched_entity).
 struct sched_entity {
-  // Queue order: when it was queued (the head has waited longest). Kept by
-  // both disciplines; balancing walks it to take the least recently run.
+  // Queue order, kept by every discipline: under FIFO the head has waited
+  // longest, under LIFO the tail has; balancing walks from that end to take
+  // the least recently run.
   sched_entity* rq_next = nullptr;
   sched_entity* rq_prev = nullptr;
   // vruntime order, for the fair discipline.
@@ -210,6 +211,7 @@ class engine {
   const usched::policy& policy() const noexcept { return *policy_; }
   const engine_config& config() const noexcept { return cfg_; }
   bool fair() const noexcept { return fair_; }
+  bool lifo() const noexcept { return lifo_; }
   bool tracks_load() const noexcept { return tracks_load_; }
   runqueue& rq(int cpu) noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
   const runqueue& rq(int cpu) const noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
@@ -303,7 +305,8 @@ class engine {
   }
 
  private:
-  void queue_insert(runqueue& q, sched_entity* se, bool publish = true) noexcept;
+  // `front`: at the head of the FIFO list (the LIFO discipline's push).
+  void queue_insert(runqueue& q, sched_entity* se, bool publish = true, bool front = false) noexcept;
   void queue_remove(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
   void make_runnext(runqueue& q, sched_entity* se) noexcept;
@@ -320,6 +323,7 @@ class engine {
   std::unique_ptr<usched::policy> policy_;
   engine_config cfg_;
   bool fair_;
+  bool lifo_;  // LIFO discipline (policy::lifo_queue()), never with fair_
   bool tracks_load_;
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;

@@ -220,7 +220,8 @@ void runtime_impl::discard(fiber* f) noexcept {
 
 void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts) {
   f->rt = this;
-  f->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  worker* w = local_worker();
+  f->id = w ? w->next_fiber_id() : reserve_ids(1);
   f->task = task;
   f->pinned = opts.pin;
   f->preferred_node = opts.numa_node;
@@ -260,7 +261,9 @@ void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
     how = w && w->index() == cpu && w->current_fiber() ? enqueue_kind::spawn_local : enqueue_kind::spawn;
   }
   const unsigned queued = engine_.enqueue(cpu, f, how, now);
-  worker_at(cpu).notify();
+  // A local spawn lands on this worker's own queue: it is running, not
+  // parked, so there is no one to wake.
+  if (how != enqueue_kind::spawn_local) worker_at(cpu).notify();
   if (queued > 0 && engine_.policy().pulls_when_idle() &&
       !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
     kick_idle(cpu);

@@ -69,6 +69,14 @@ void worker::join() {
 
 std::uint64_t worker::next_random() noexcept { return splitmix64(rng_); }
 
+std::uint64_t worker::next_fiber_id() noexcept {
+  if (id_next_ == id_end_) {
+    id_next_ = rt_.reserve_ids(runtime_impl::id_block);
+    id_end_ = id_next_ + runtime_impl::id_block;
+  }
+  return id_next_++;
+}
+
 
 fiber* worker::take_fiber() {
   if (!fiber_cache_.empty()) {
