@@ -46,9 +46,10 @@ const tsc_calibration& tsc() noexcept;
 // a fraction of clock_gettime(). It is monotonic and shared by all workers
 // (invariant, synchronized TSC), but it drifts slowly from the steady clock,
 // so it is never compared with steady-clock times: timers use now_ns().
-inline std::int64_t engine_now_ns() noexcept {
+inline std::int64_t engine_now_ns(std::uint64_t counter) noexcept {
   const tsc_calibration& k = tsc();
-  return k.t0 + static_cast<std::int64_t>(static_cast<double>(cycles() - k.c0) * k.ns_per_cycle);
+  return k.t0 + static_cast<std::int64_t>(static_cast<double>(counter - k.c0) * k.ns_per_cycle);
 }
+inline std::int64_t engine_now_ns() noexcept { return engine_now_ns(cycles()); }
 
 }  // namespace usched::detail

@@ -119,7 +119,10 @@ class worker {
   std::uint64_t slice_start_ = 0;  // cycles() when current_'s slice began
   std::uint64_t slice_cycles_ = 0; // its length
   std::uint64_t next_tick_cycles_ = 0;
-  std::int64_t phase_start_ns_ = 0;  // when the worker last went idle or busy
+  // When the worker last went idle or busy, in counter ticks: the switch out
+  // of the idle loop is on the wake-up path, where the counter costs less
+  // than half of a steady-clock read.
+  std::uint64_t phase_start_cycles_ = 0;
   std::int64_t last_idle_kick_ns_ = 0;
 
   std::vector<timer_entry> timers_;  // min-heap by deadline, touched only by this worker
@@ -136,8 +139,8 @@ class worker {
   // runtime::stats() may read them from another thread at any time.
   stat_counter fibers_run_;
   stat_counter parks_;
-  stat_counter idle_ns_;
-  stat_counter busy_ns_;
+  stat_counter idle_cycles_;  // converted to ns by stats()
+  stat_counter busy_cycles_;
 };
 
 class runtime_impl {

@@ -73,13 +73,18 @@ std::cv_status condition_variable::wait_impl(std::unique_lock<mutex>& lk, std::i
   lk.unlock();
   detail::block(me, w.token, deadline_ns);
   std::cv_status status = std::cv_status::no_timeout;
-  lock_.lock();
-  if (w.linked) {
-    // Still in the list: the deadline claimed the wait, nobody notified us.
-    waiters_.remove(w);
-    status = std::cv_status::timeout;
+  // Without a deadline only a notifier ends the wait, and it unlinked us
+  // before waking us: there is nothing to look at under lock_, which the
+  // notifier may still hold (it wakes under it), so do not queue behind it.
+  if (deadline_ns >= 0) {
+    lock_.lock();
+    if (w.linked) {
+      // Still in the list: the deadline claimed the wait, nobody notified us.
+      waiters_.remove(w);
+      status = std::cv_status::timeout;
+    }
+    lock_.unlock();
   }
-  lock_.unlock();
   lk.lock();
   return status;
 }

@@ -99,14 +99,14 @@ void worker::give_fiber(fiber* f) {
 }
 
 void worker::account_idle_busy(bool becoming_idle) noexcept {
-  const std::int64_t now = now_ns();
-  const std::int64_t spent = now - phase_start_ns_;
+  const std::uint64_t now = cycles();
+  const std::uint64_t spent = now > phase_start_cycles_ ? now - phase_start_cycles_ : 0;
   if (becoming_idle) {
-    busy_ns_.add(static_cast<std::uint64_t>(spent));
+    busy_cycles_.add(spent);
   } else {
-    idle_ns_.add(static_cast<std::uint64_t>(spent));
+    idle_cycles_.add(spent);
   }
-  phase_start_ns_ = now;
+  phase_start_cycles_ = now;
 }
 
 worker_stats worker::stats() const noexcept {
@@ -114,8 +114,8 @@ worker_stats worker::stats() const noexcept {
   const engine& e = rt_.eng();
   s.fibers_run = fibers_run_;
   s.parks = parks_;
-  s.idle_ns = idle_ns_;
-  s.busy_ns = busy_ns_;
+  s.idle_ns = static_cast<std::uint64_t>(static_cast<double>(idle_cycles_.get()) / rt_.cycles_per_ns());
+  s.busy_ns = static_cast<std::uint64_t>(static_cast<double>(busy_cycles_.get()) / rt_.cycles_per_ns());
   const cpu_counters& c = e.counters(index_);
   s.newidle_attempts = c.newidle_attempts;
   s.newidle_pulls = c.newidle_pulls;
@@ -299,10 +299,15 @@ void worker::run_timers(std::int64_t now) {
 fiber* worker::find_work() {
   engine& e = rt_.eng();
   if (!timers_.empty()) run_timers(now_ns());
-  const std::int64_t now = engine_now_ns();
-  if (cycles() >= next_tick_cycles_) tick(now);
+  // One counter read serves the tick check and, for the disciplines that
+  // account time, the engine's clock: this is the wake-up path of an idle
+  // worker.
+  const std::uint64_t c = cycles();
+  const std::int64_t now = e.fair() || e.tracks_load() || c >= next_tick_cycles_ ? engine_now_ns(c) : 0;
+  if (c >= next_tick_cycles_) tick(now);
   if (auto* f = e.pick_next(index_, nullptr, prev_action::requeue, now)) return static_cast<fiber*>(f);
-  if (e.policy().pulls_when_idle() && e.newidle_balance(index_, now, next_random(), scratch_) > 0) {
+  if (e.policy().pulls_when_idle() &&
+      e.newidle_balance(index_, now ? now : engine_now_ns(), next_random(), scratch_) > 0) {
     return static_cast<fiber*>(e.pick_next(index_, nullptr, prev_action::requeue, now));
   }
   return nullptr;
@@ -405,7 +410,7 @@ void worker::main() {
       pthread_attr_destroy(&attr);
     }
   }
-  phase_start_ns_ = now_ns();
+  phase_start_cycles_ = cycles();
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
   for (;;) {
     fiber* next = find_work();
