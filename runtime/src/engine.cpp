@@ -64,17 +64,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
 // the park protocol. A requeue by the running worker itself needs no such
 // ordering and skips the fence the seq_cst store costs.
 void engine::queue_insert(runqueue& q, sched_entity* se, bool publish, bool front) noexcept {
-  if (front) {
-    se->rq_prev = nullptr;
-    se->rq_next = q.head;
-    (q.head ? q.head->rq_prev : q.tail) = se;
-    q.head = se;
-  } else {
-    se->rq_next = nullptr;
-    se->rq_prev = q.tail;
-    (q.tail ? q.tail->rq_next : q.head) = se;
-    q.tail = se;
-  }
+  list_link(q, se, front);
   if (fair_) q.timeline.insert(*se);
   if (se->pinned >= 0) {
     q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -87,48 +77,13 @@ void engine::queue_insert(runqueue& q, sched_entity* se, bool publish, bool fron
 }
 
 void engine::queue_remove(runqueue& q, sched_entity* se) noexcept {
-  if (se->rq_prev) {
-    se->rq_prev->rq_next = se->rq_next;
-  } else {
-    q.head = se->rq_next;
-  }
-  if (se->rq_next) {
-    se->rq_next->rq_prev = se->rq_prev;
-  } else {
-    q.tail = se->rq_prev;
-  }
-  se->rq_next = se->rq_prev = nullptr;
+  list_unlink(q, se);
   if (se == q.runnext) q.runnext = nullptr;
   if (fair_) q.timeline.erase(q.timeline.iterator_to(*se));
   if (se->pinned >= 0) {
     q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
   q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-}
-
-// make_runnext(): move `se` (just inserted at the tail) to the head of the
-// FIFO and make it the runnext; the previous runnext, if still queued,
-// goes to the tail like any other queued fiber.
-void engine::make_runnext(runqueue& q, sched_entity* se) noexcept {
-  auto unlink = [&q](sched_entity* x) {
-    (x->rq_prev ? x->rq_prev->rq_next : q.head) = x->rq_next;
-    (x->rq_next ? x->rq_next->rq_prev : q.tail) = x->rq_prev;
-  };
-  if (sched_entity* old = q.runnext; old && old != q.tail) {
-    unlink(old);
-    old->rq_next = nullptr;
-    old->rq_prev = q.tail;
-    q.tail->rq_next = old;
-    q.tail = old;
-  }
-  if (q.head != se) {
-    unlink(se);
-    se->rq_prev = nullptr;
-    se->rq_next = q.head;
-    q.head->rq_prev = se;
-    q.head = se;
-  }
-  q.runnext = se;
 }
 
 sched_entity* engine::queue_first(runqueue& q) noexcept {
@@ -382,9 +337,15 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   // look at the parked workers (runtime_impl::kick_idle), which a parked
   // worker's announce-then-look pairs with.
   // Under LIFO every spawned or woken fiber goes to the front; under FIFO
-  // only a local spawn does, into the runnext slot.
-  queue_insert(q, se, true, lifo_);
-  if (!fair_ && !lifo_ && kind == enqueue_kind::spawn_local) make_runnext(q, se);
+  // only a local spawn does, into the runnext slot, and the fiber that held
+  // the slot goes to the back like any other queued fiber.
+  const bool run_next = !fair_ && !lifo_ && kind == enqueue_kind::spawn_local;
+  if (run_next && q.runnext) {
+    list_unlink(q, q.runnext);
+    list_link(q, q.runnext, false);
+  }
+  queue_insert(q, se, true, lifo_ || run_next);
+  if (run_next) q.runnext = se;
   if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
@@ -397,13 +358,6 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   runqueue& q = rq(cpu);
   const bool yielding = action == prev_action::yield;
   if (yielding) action = prev_action::requeue;
-  // FIFO without load tracking: the yield fast path needs no clock and no
-  // accounting; an empty queue means "keep running".
-  if (!fair_ && !tracks_load() && prev && action == prev_action::requeue &&
-      q.nr_queued.load(std::memory_order_relaxed) == 0 &&
-      q.active_balance_dst.load(std::memory_order_relaxed) < 0) {
-    return prev;
-  }
   q.lock.lock();
   if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
   bool push = false;
@@ -496,20 +450,13 @@ sched_entity* engine::yield_fifo(int cpu, sched_entity* prev, int* pushed_to) {
   }
   assert(q.curr == prev);
   prev->wake_pending = false;
-  // Unlink the head, append prev: the count stays, only pinned ones may
-  // change.
-  q.head = next->rq_next;
-  if (q.head) {
-    q.head->rq_prev = nullptr;
-  } else {
-    q.tail = nullptr;
-  }
-  next->rq_next = nullptr;
+  // The head comes out, prev goes to the back. The list alone: the count
+  // is the same after both (nothing to publish), only the pinned count may
+  // change, and the full queue_remove()/queue_insert() pair costs this
+  // path a fifth of its time.
+  list_unlink(q, next);
   if (next == q.runnext) q.runnext = nullptr;
-  prev->rq_next = nullptr;
-  prev->rq_prev = q.tail;
-  (q.tail ? q.tail->rq_next : q.head) = prev;
-  q.tail = prev;
+  list_link(q, prev, false);
   if ((prev->pinned >= 0) != (next->pinned >= 0)) {
     const unsigned pinned = q.nr_pinned.load(std::memory_order_relaxed);
     q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);

@@ -309,7 +309,26 @@ class engine {
   void queue_insert(runqueue& q, sched_entity* se, bool publish = true, bool front = false) noexcept;
   void queue_remove(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
-  void make_runnext(runqueue& q, sched_entity* se) noexcept;
+  // The queue-order list alone (no counts, no timeline); inline, for the
+  // yield path.
+  static void list_link(runqueue& q, sched_entity* se, bool front) noexcept {
+    if (front) {
+      se->rq_prev = nullptr;
+      se->rq_next = q.head;
+      (q.head ? q.head->rq_prev : q.tail) = se;
+      q.head = se;
+    } else {
+      se->rq_next = nullptr;
+      se->rq_prev = q.tail;
+      (q.tail ? q.tail->rq_next : q.head) = se;
+      q.tail = se;
+    }
+  }
+  static void list_unlink(runqueue& q, sched_entity* se) noexcept {
+    (se->rq_prev ? se->rq_prev->rq_next : q.head) = se->rq_next;
+    (se->rq_next ? se->rq_next->rq_prev : q.tail) = se->rq_prev;
+    se->rq_next = se->rq_prev = nullptr;
+  }
   void update_curr(runqueue& q, std::int64_t now) noexcept;
   bool update_load(runqueue& q, std::int64_t now) noexcept;
   void update_min_vruntime(runqueue& q) noexcept;
