@@ -57,6 +57,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/cpus.hpp"
+
 extern char** environ;
 
 namespace {
@@ -96,20 +98,10 @@ class usage_error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// The CPUs this process may run on (its affinity mask), or the online count.
-unsigned usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<unsigned>(n);
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // Two workers where there are two CPUs: the cross-worker benchmarks (wake_*,
 // chan_cross) need them, and more would only add noise on a small machine.
-unsigned default_workers() { return usable_cpus() >= 2 ? 2 : 1; }
+unsigned default_workers() { return bench::affinity_cpus() >= 2 ? 2 : 1; }
 
 std::string usage() {
   return std::string("usage: ") + program +
@@ -792,7 +784,7 @@ int run(const options& o) {
   }
 
   std::ostringstream head;
-  const unsigned cpus = usable_cpus();
+  const unsigned cpus = bench::affinity_cpus();
   head << "machine: " << cpu_model() << ", " << cpus << (cpus == 1 ? " CPU" : " CPUs") << ", " << today()
        << '\n'
        << "configuration: " << o.rounds << (o.rounds == 1 ? " round" : " rounds") << ", " << o.workers

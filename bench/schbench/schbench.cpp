@@ -49,6 +49,7 @@
 #include <usched/detail/cpu_relax.hpp>
 #include <usched/usched.hpp>
 
+#include "../common/cpus.hpp"
 #include "cli.hpp"
 #include "histogram.hpp"
 #include "stop_signals.hpp"
@@ -393,18 +394,6 @@ std::uint64_t report_loop(const cli_options& o, const stop_signals& sig,
   }
 }
 
-// affinity_cpus() is how many CPUs the kernel may run this process's
-// threads on: --threads' counterpart of the usched worker count.
-unsigned affinity_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<unsigned>(n);
-  }
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc ? hc : 1;
-}
 
 // topology_line() picks the one-line topology summary out of
 // runtime::describe().
@@ -503,7 +492,7 @@ run_summary run_fibers(const cli_options& o, const stop_signals& sig, std::ostre
 }
 
 run_summary run_threads(const cli_options& o, const stop_signals& sig, std::ostream& out) {
-  const unsigned cpus = affinity_cpus();
+  const unsigned cpus = bench::affinity_cpus();
   const unsigned per = resolve_worker_threads(o, cpus);
   control ctl;
   const auto msgs = make_states<thread_platform>(o.message_threads, per);
