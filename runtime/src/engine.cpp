@@ -435,38 +435,6 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   return next;
 }
 
-sched_entity* engine::yield_fifo(int cpu, sched_entity* prev, int* pushed_to) {
-  assert(!fair_ && !tracks_load());
-  runqueue& q = rq(cpu);
-  if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) {
-    return pick_next(cpu, prev, prev_action::yield, 0, pushed_to);
-  }
-  if (q.nr_queued.load(std::memory_order_relaxed) == 0) return prev;
-  q.lock.lock();
-  sched_entity* next = q.head;
-  if (!next) {
-    q.lock.unlock();
-    return prev;
-  }
-  assert(q.curr == prev);
-  prev->wake_pending = false;
-  // The head comes out, prev goes to the back. The list alone: the count
-  // is the same after both (nothing to publish), only the pinned count may
-  // change, and the full queue_remove()/queue_insert() pair costs this
-  // path a fifth of its time.
-  list_unlink(q, next);
-  if (next == q.runnext) q.runnext = nullptr;
-  list_link(q, prev, false);
-  if ((prev->pinned >= 0) != (next->pinned >= 0)) {
-    const unsigned pinned = q.nr_pinned.load(std::memory_order_relaxed);
-    q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);
-  }
-  q.curr = next;
-  if (q.need_resched.load(std::memory_order_relaxed)) q.need_resched.store(false, std::memory_order_relaxed);
-  q.lock.unlock();
-  return next;
-}
-
 bool engine::wake_running(sched_entity* se) {
   // on_rq goes false only when the fiber's own worker dequeues it (under
   // the lock), and true only by an enqueue, which only this waker (the one

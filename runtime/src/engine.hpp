@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <boost/intrusive/set.hpp>
 #include <cstdint>
 #include <memory>
@@ -255,7 +256,37 @@ class engine {
   // not change, so nothing is published). Returns prev when nothing else is
   // queued. Requires !fair() && !tracks_load(); when an active balance has
   // asked for the running fiber, it takes the full pick_next() path.
-  sched_entity* yield_fifo(int cpu, sched_entity* prev, int* pushed_to);
+  // Inline: it is most of a yield, and the worker's yield path is one
+  // function around it and the context switch.
+  [[gnu::always_inline]] sched_entity* yield_fifo(int cpu, sched_entity* prev, int* pushed_to) {
+    runqueue& q = rq(cpu);
+    if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
+      return pick_next(cpu, prev, prev_action::yield, 0, pushed_to);
+    }
+    if (q.nr_queued.load(std::memory_order_relaxed) == 0) return prev;
+    q.lock.lock();
+    sched_entity* next = q.head;
+    if (!next) [[unlikely]] {
+      q.lock.unlock();
+      return prev;
+    }
+    assert(q.curr == prev);
+    prev->wake_pending = false;
+    // The head comes out, prev goes to the back. The list alone: the count
+    // is the same after both (nothing to publish), only the pinned count
+    // may change.
+    list_unlink(q, next);
+    if (next == q.runnext) q.runnext = nullptr;
+    list_link(q, prev, false);
+    if ((prev->pinned >= 0) != (next->pinned >= 0)) [[unlikely]] {
+      const unsigned pinned = q.nr_pinned.load(std::memory_order_relaxed);
+      q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);
+    }
+    q.curr = next;
+    if (q.need_resched.load(std::memory_order_relaxed)) q.need_resched.store(false, std::memory_order_relaxed);
+    q.lock.unlock();
+    return next;
+  }
 
   // should_preempt() is the running fiber's question at a preempt point:
   // has a wake-up asked it to yield, or (fair discipline) has it used up its

@@ -101,7 +101,11 @@ class worker {
   bool has_other_work() const noexcept;
   void run_timers(std::int64_t now);
   void switch_to(fiber* next, bool prev_exits);
-  void start_slice() noexcept;
+  // The slice starts at the first preempt point after a switch, not at the
+  // switch itself: reading the counter costs as much as the rest of a
+  // switch, and only fibers that call preempt_point() have slices to
+  // measure. Its length is converted to counter ticks there too.
+  void start_slice() noexcept { slice_start_ = 0; }
   void tick(std::int64_t now);
   void account_idle_busy(bool becoming_idle) noexcept;
   void finish_switch(bctx::fcontext_t from) noexcept;

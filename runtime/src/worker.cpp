@@ -16,15 +16,6 @@ namespace {
 
 thread_local worker* tls_worker = nullptr;
 
-// Fibers migrate between OS threads at every switch, and the compiler may
-// keep the address of a thread_local across a call within one function. Every
-// read of the current worker goes through this out-of-line function, so it
-// is computed afresh on the thread that runs now.
-[[gnu::noinline]] worker* current_worker() noexcept {
-  asm volatile("" ::: "memory");
-  return tls_worker;
-}
-
 // Fibers a worker keeps for its own spawns before returning them to the
 // runtime's pool: enough for bursts of short-lived fibers without touching the
 // pool's lock.
@@ -53,7 +44,14 @@ std::uint64_t splitmix64(std::uint64_t& state) noexcept {
 
 }  // namespace
 
-worker* worker_of_this_thread() noexcept { return current_worker(); }
+// Fibers migrate between OS threads at every switch, and the compiler may
+// keep the address of a thread_local across a call within one function. Every
+// read of the current worker goes through this out-of-line function, so it
+// is computed afresh on the thread that runs now.
+[[gnu::noinline]] worker* worker_of_this_thread() noexcept {
+  asm volatile("" ::: "memory");
+  return tls_worker;
+}
 
 worker::worker(runtime_impl& rt, int index, const worker_place& place)
     : rt_(rt), index_(index), place_(place), rng_(0x5eed0000ULL + static_cast<std::uint64_t>(index)) {
@@ -146,7 +144,9 @@ worker_stats worker::stats() const noexcept {
 
 // ---- switching -------------------------------------------------------------
 
-void worker::switch_to(fiber* next, bool prev_exits) {
+// Inline into its callers: the yield path is then one frame around the
+// context switch, whose own register saves are all a switch needs.
+[[gnu::always_inline]] inline void worker::switch_to(fiber* next, bool prev_exits) {
   fiber* prev = current_;
   if (next != &idle_) {
     // Another worker may still be saving this fiber's registers (it was made
@@ -176,7 +176,7 @@ void worker::switch_to(fiber* next, bool prev_exits) {
 
 // finish_switch() runs first thing in the context that was just switched
 // into, on behalf of the context that was left.
-void worker::finish_switch(bctx::fcontext_t from) noexcept {
+[[gnu::always_inline]] inline void worker::finish_switch(bctx::fcontext_t from) noexcept {
   fiber* prev = pending_prev_;
   prev->ctx.fctx = from;
   if (pending_exit_) {
@@ -194,7 +194,7 @@ void worker::fiber_entry(bctx::transfer_t t) {
   fiber* self = w->current_;
   self->task->invoke(self->task);
   self->rt->fiber_done(self);
-  current_worker()->exit_current();
+  worker_of_this_thread()->exit_current();
 }
 
 void worker::yield_current(prev_action action) {
@@ -244,11 +244,6 @@ void worker::exit_current() {
   __builtin_unreachable();
 }
 
-// The slice starts at the first preempt point after a switch, not at the
-// switch itself: reading the counter costs as much as the rest of a switch,
-// and only fibers that call preempt_point() have slices to measure. Its
-// length is converted to counter ticks there too.
-void worker::start_slice() noexcept { slice_start_ = 0; }
 
 void worker::preempt_check() {
   const std::uint64_t now_c = cycles();
