@@ -524,3 +524,40 @@ TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from 
   e.enqueue(0, &f[4], enqueue_kind::wakeup, 0);
   CHECK(queue_of(e, 0, f) == std::vector<int>{4, 1});
 }
+
+TEST_CASE("engine: two fibers taking turns each get half the util, the runqueue all of it",
+          "[engine][cfs][pelt]") {
+  // Two CPU-bound fibers share one worker for a second and yield to each
+  // other every 50 us. Each runs half the time: its util_avg is about 512,
+  // and the time it waits in the queue counts as runnable, not running
+  // (the kernel's set_next_entity() accrues it before the entity runs).
+  // The runqueue runs something all the time: util about 1024, runnable
+  // about 2 x 1024. The runqueue's own accrual is deferred to period ends
+  // on these swaps; its averages must not suffer for it.
+  constexpr std::int64_t us = 1'000;
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  sched_entity a, b;
+  std::int64_t now = 0;
+  e.enqueue(0, &a, enqueue_kind::spawn, now);
+  e.enqueue(0, &b, enqueue_kind::spawn, now);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
+  int switches = 0;
+  for (now = 50 * us; now <= 1'000'000 * us; now += 50 * us) {
+    sched_entity* n = e.pick_next(0, c, prev_action::yield, now);
+    switches += n != c;
+    c = n;
+  }
+  CHECK(switches > 19'000);
+  for (const sched_entity* se : {&a, &b}) {
+    CHECK(se->avg.util_avg >= 480);
+    CHECK(se->avg.util_avg <= 545);
+    CHECK(se->avg.runnable_avg >= 1010);
+  }
+  const auto& rq = e.rq(0).pelt;
+  CHECK(rq.all.util_avg >= 1010);
+  CHECK(rq.all.runnable_avg >= 2020);
+  CHECK(rq.all.load_avg >= 2020);
+  // Published for lock-free snapshots at least once a period.
+  CHECK(e.rq(0).util_avg_pub.load() >= 1000);
+  CHECK(e.rq(0).pelt_update_pub.load() >= 1'000'000 * us - 1024 * 1024);
+}

@@ -115,3 +115,26 @@ TEST_CASE("pelt: a runqueue keeps blocked load apart from runnable load", "[pelt
   rq.remove(a.load_avg, a.util_avg, a.runnable_avg);
   CHECK(rq.all.load_avg == before - a.load_avg);
 }
+
+TEST_CASE("pelt: a runqueue whose inputs do not change may accrue at period ends only",
+          "[pelt]") {
+  // The same busy runqueue updated every 300 ns (update) and only when a
+  // period ends (update_unchanged): the averages agree to the rounding of
+  // the decay at every period, and the deferred one accrues far less often.
+  rq_pelt eager, lazy;
+  int eager_changes = 0, lazy_changes = 0;
+  for (std::int64_t t = 300; t <= 200 * ms; t += 300) {
+    eager_changes += eager.update(t, 2048, 2, true);
+    lazy_changes += lazy.update_unchanged(t, 2048, 2, true);
+    if (lazy.all.last_update == eager.all.last_update) {
+      CHECK(lazy.all.util_avg + 1 >= eager.all.util_avg);
+      CHECK(lazy.all.util_avg <= eager.all.util_avg + 1);
+      CHECK(lazy.all.load_avg + 2 >= eager.all.load_avg);
+      CHECK(lazy.all.load_avg <= eager.all.load_avg + 2);
+    }
+  }
+  CHECK(eager_changes == lazy_changes);
+  // Six half-lives in: 1 - 2^-6 of the maximum.
+  CHECK(lazy.all.util_avg >= 1000);
+  CHECK(lazy.all.runnable_avg >= 2000);
+}

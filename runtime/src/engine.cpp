@@ -126,8 +126,13 @@ void engine::update_min_vruntime(runqueue& q) noexcept {
 
 // update_load(): PELT of the running fiber and of the runqueue, to `now`.
 // Returns true when the runqueue's averages (or its removed contributions)
-// changed, so that they need publishing.
-bool engine::update_load(runqueue& q, std::int64_t now) noexcept {
+// changed, so that they need publishing. `rq_inputs_change` is false when the
+// caller is about to swap the running fiber for a queued one: the
+// runqueue's weight, count and running state stay the same, so its own
+// accrual can wait for the end of the period (pelt_period_due); the kernel
+// accrues it on every switch, which costs this path a second update per
+// PELT unit for nothing.
+[[gnu::always_inline]] inline bool engine::update_load(runqueue& q, std::int64_t now, bool rq_inputs_change) noexcept {
   bool changed = false;
   // Plain loads first: removals are rare, and three locked exchanges on
   // every switch would cost more than the rest of load tracking.
@@ -140,6 +145,9 @@ bool engine::update_load(runqueue& q, std::int64_t now) noexcept {
     changed = true;
   }
   if (q.curr) pelt_update(q.curr->avg, now, q.curr->weight, true, true);
+  if (!rq_inputs_change && !changed) {
+    return q.pelt.update_unchanged(now, q.load_weight, q.nr_running, q.curr != nullptr);
+  }
   return q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr) || changed;
 }
 
@@ -371,9 +379,10 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     prev->wake_pending = false;
     assert(q.curr == prev);
     update_curr(q, now);
-    if (tracks_load()) load_changed = update_load(q, now);
+    const bool requeue = action == prev_action::requeue && !push;
+    if (tracks_load()) load_changed = update_load(q, now, !requeue);
     q.curr = nullptr;
-    if (action == prev_action::requeue && !push) {
+    if (requeue) {
       queue_insert(q, prev, false);
     } else {
       --q.nr_running;
@@ -407,6 +416,9 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   }
   if (next) {
     queue_remove(q, next);
+    // Its time in the queue was runnable, not running: accrue it as such
+    // before it starts running (set_next_entity's update_load_avg).
+    if (tracks_load()) pelt_update(next->avg, now, next->weight, true, false);
     q.curr = next;
     next->exec_start = now;
     next->prev_sum_exec = next->sum_exec;

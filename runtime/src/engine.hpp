@@ -361,7 +361,7 @@ class engine {
     se->rq_next = se->rq_prev = nullptr;
   }
   void update_curr(runqueue& q, std::int64_t now) noexcept;
-  bool update_load(runqueue& q, std::int64_t now) noexcept;
+  bool update_load(runqueue& q, std::int64_t now, bool rq_inputs_change = true) noexcept;
   void update_min_vruntime(runqueue& q) noexcept;
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
   void publish(runqueue& q) noexcept;

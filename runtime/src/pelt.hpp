@@ -69,19 +69,44 @@ inline bool pelt_due(const pelt_avg& sa, std::int64_t now) noexcept {
   return now - sa.last_update >= (std::int64_t{1} << pelt_time_shift) || now < sa.last_update;
 }
 
+// pelt_period_due() is true once `now` reaches the end of the period `sa`
+// last accrued into: only then would an update change the averages. While
+// an entity's or runqueue's inputs stay the same, accruing [a, b) and then
+// [b, c) adds what accruing [a, c) in one step adds (up to the rounding of
+// the decay), so an update that changes nothing but the sums may wait for
+// the period's end or for the next change of inputs.
+inline bool pelt_period_due(const pelt_avg& sa, std::int64_t now) noexcept {
+  return now - sa.last_update >= static_cast<std::int64_t>(pelt_period - sa.period_contrib) << pelt_time_shift ||
+         now < sa.last_update;
+}
 // pelt_average() recomputes the averages from the sums; `weight` scales
 // load_avg (an entity's weight; 1 for a runqueue whose load is a weight sum).
 void pelt_average(pelt_avg& sa, unsigned long weight) noexcept;
 
-// pelt_update() is accumulate then average, for an entity.
+// pelt_update() is accumulate then average, for an entity. It runs twice per
+// switch under load tracking (the fiber leaving and the one picked), so the
+// common case is inline and has no data-dependent branch: within one period
+// nothing decays, and accruing is adding the elapsed whole units (often
+// none) to the sums. Asking first whether a unit has passed (pelt_due) is a
+// branch that goes one way or the other every few switches; mispredicted,
+// it cost more than the additions it skips.
 inline void pelt_update(pelt_avg& sa, std::int64_t now, unsigned long weight, bool on_rq,
                         bool running) noexcept {
-  if (!pelt_due(sa, now)) return;
+  const auto units = static_cast<std::uint64_t>(now - sa.last_update) >> pelt_time_shift;
+  if (now >= sa.last_update && sa.period_contrib + units < pelt_period) [[likely]] {
+    sa.last_update += static_cast<std::int64_t>(units << pelt_time_shift);
+    sa.period_contrib += static_cast<std::uint32_t>(units);
+    if (on_rq) {
+      sa.load_sum += units;
+      sa.runnable_sum += units << pelt_time_shift;
+      if (running) sa.util_sum += units << pelt_time_shift;
+    }
+    return;
+  }
   if (pelt_accumulate(sa, now, on_rq ? 1 : 0, on_rq ? 1 : 0, running ? 1 : 0)) {
     pelt_average(sa, weight);
   }
 }
-
 // The signals of a runqueue. `all` is the kernel's cfs_rq->avg: it includes
 // the decaying contribution of fibers that blocked here. runnable_load_* is
 // the same load signal restricted to queued and running fibers: added at
@@ -97,6 +122,14 @@ struct rq_pelt {
   bool update(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
               bool running) noexcept {
     return pelt_due(all, now) && update_slow(now, queued_weight, nr_running, running);
+  }
+  // update_unchanged() is update() for a caller whose inputs stay as they
+  // were (a switch between two runnable fibers): nothing is accrued before
+  // the period ends (see pelt_period_due), and the averages it returns are
+  // the same as with update().
+  bool update_unchanged(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
+                        bool running) noexcept {
+    return pelt_period_due(all, now) && update_slow(now, queued_weight, nr_running, running);
   }
   bool update_slow(std::int64_t now, unsigned long queued_weight, unsigned nr_running,
                    bool running) noexcept;
