@@ -477,14 +477,7 @@ runtime_stats runtime::stats() const { return impl_->stats(); }
 
 namespace this_fiber {
 
-void yield() {
-  detail::worker* w = detail::worker_of_this_thread();
-  if (w && w->current_fiber()) {
-    w->yield_current();
-  } else {
-    std::this_thread::yield();
-  }
-}
+// yield() is defined in worker.cpp, beside the switch it inlines.
 
 void sleep_until(std::chrono::steady_clock::time_point deadline) {
   detail::worker* w = detail::worker_of_this_thread();

@@ -4,12 +4,14 @@
 #include <cassert>
 #include <functional>
 #include <pthread.h>
+#include <thread>
 
 #include "clock.hpp"
 #include <usched/detail/cpu_relax.hpp>
 #include "futex.hpp"
 #include "overflow.hpp"
 #include "runtime_impl.hpp"
+#include <usched/fiber.hpp>
 
 namespace usched::detail {
 namespace {
@@ -423,3 +425,20 @@ void worker::main() {
 }
 
 }  // namespace usched::detail
+
+namespace usched::this_fiber {
+
+// Here rather than with the rest of this_fiber (runtime.cpp): in the same
+// translation unit as worker::yield_current(), a yield is one call and one
+// context switch deep.
+void yield() {
+  detail::worker* w = detail::worker_of_this_thread();
+  if (w && w->current_fiber()) {
+    w->yield_current();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace usched::this_fiber
+
