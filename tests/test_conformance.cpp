@@ -309,3 +309,24 @@ TEST_CASE("conformance: the destructor waits for detached fibers", "[conformance
   }
   CHECK(finished.load() == 200);
 }
+
+namespace {
+// Each link spawns the next and returns at once: at any moment about one
+// fiber is alive, and it is always a different one, on any worker.
+void spawn_chain(std::atomic<int>& ran, int left) {
+  ran.fetch_add(1);
+  if (left > 1) usched::spawn([&ran, left] { spawn_chain(ran, left - 1); }).detach();
+}
+}  // namespace
+
+TEST_CASE("conformance: the destructor waits for a chain of fibers each spawning the next",
+          "[conformance]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  std::atomic<int> ran{0};
+  {
+    usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    rt.spawn([&] { spawn_chain(ran, 5000); }).detach();
+  }
+  CHECK(ran.load() == 5000);
+}

@@ -134,8 +134,13 @@ runtime_impl::~runtime_impl() {
     std::terminate();
   }
   {
+    // An exiting fiber checks draining_ with a plain load after counting
+    // itself, so it can miss the flag just set here and not notify (making
+    // that handshake exact would put a full fence on every fiber exit). The
+    // wait therefore also looks again every millisecond.
+    draining_.store(true, std::memory_order_seq_cst);
     std::unique_lock<std::mutex> lk(live_mutex_);
-    live_cv_.wait(lk, [&] { return live_.load(std::memory_order_acquire) == 0; });
+    while (!all_done()) live_cv_.wait_for(lk, std::chrono::milliseconds(1));
   }
   stopping_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) w->notify();
@@ -167,6 +172,20 @@ runtime_stats runtime_impl::stats() const {
   out.workers.reserve(workers_.size());
   for (const auto& w : workers_) out.workers.push_back(w->stats());
   return out;
+}
+
+// Exits are read before spawns. Every exit counted was preceded (through
+// the enqueue and the pick, under runqueue locks, and the release store of
+// the exit count) by its fiber's spawn count, so the exits read can only
+// equal the spawns read later if, at some instant between the two reads,
+// every fiber spawned had finished; after that, with no fiber left, only a
+// thread outside the runtime could spawn, which destroying it forbids.
+bool runtime_impl::all_done() const noexcept {
+  std::uint64_t exited = 0;
+  for (const auto& w : workers_) exited += w->exited_.load(std::memory_order_acquire);
+  std::uint64_t spawned = external_spawned_.load(std::memory_order_acquire);
+  for (const auto& w : workers_) spawned += w->spawned_.load(std::memory_order_acquire);
+  return exited == spawned;
 }
 
 worker* runtime_impl::local_worker() const noexcept {
@@ -240,7 +259,11 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts) {
   f->on_cpu.store(false, std::memory_order_relaxed);
   sanitizer_unpoison_stack(f->ctx.stack_bottom, f->ctx.stack_size);
   f->ctx.fctx = bctx::make_fcontext(f->stack_top, f->ctx.stack_size, &worker::fiber_entry);
-  live_.fetch_add(1, std::memory_order_relaxed);
+  if (w) {
+    w->spawned_.store(w->spawned_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  } else {
+    external_spawned_.fetch_add(1, std::memory_order_relaxed);
+  }
   schedule(f, placement_kind::spawn);
 }
 
@@ -294,7 +317,10 @@ void runtime_impl::fiber_done(fiber* f) noexcept {
   f->join_lock.unlock();
   if (joiner) wake(*joiner, token);
   if (detached && f->task->error) report_detached_exception(f);
-  if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  // A fiber finishes on a worker of its own runtime.
+  worker* w = worker_of_this_thread();
+  w->exited_.store(w->exited_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (draining_.load(std::memory_order_relaxed)) [[unlikely]] {
     std::lock_guard<std::mutex> lk(live_mutex_);
     live_cv_.notify_all();
   }

@@ -143,6 +143,13 @@ class worker {
   // runtime::stats() may read them from another thread at any time.
   stat_counter fibers_run_;
   stat_counter parks_;
+  // Fibers this worker's thread spawned and fibers that finished on it. The
+  // runtime's destructor sums them over all workers (runtime_impl::all_done)
+  // instead of every spawn and exit changing one shared counter, whose
+  // cache line would cross between workers whenever a fiber is stolen.
+  // Single writer; release stores, acquire loads by the destructor.
+  std::atomic<std::uint64_t> spawned_{0};
+  std::atomic<std::uint64_t> exited_{0};
   stat_counter idle_cycles_;  // converted to ns by stats()
   stat_counter busy_cycles_;
 };
@@ -224,8 +231,14 @@ class runtime_impl {
   std::atomic<std::uint64_t> external_seq_{0};
   std::atomic<bool> stopping_{false};
 
-  // Fibers spawned and not yet returned; the destructor waits for zero.
-  std::atomic<std::int64_t> live_{0};
+  // Live fibers: spawned minus finished, counted per worker (worker::
+  // spawned_, exited_) plus spawns from threads that are not workers here.
+  // all_done() is true when every fiber spawned so far has finished.
+  bool all_done() const noexcept;
+  alignas(64) std::atomic<std::uint64_t> external_spawned_{0};
+  // Set by the destructor while it waits for all_done(); an exiting fiber
+  // that sees it wakes the destructor to look again.
+  std::atomic<bool> draining_{false};
   std::mutex live_mutex_;
   std::condition_variable live_cv_;
 };
