@@ -561,3 +561,19 @@ TEST_CASE("engine: two fibers taking turns each get half the util, the runqueue 
   CHECK(e.rq(0).util_avg_pub.load() >= 1000);
   CHECK(e.rq(0).pelt_update_pub.load() >= 1'000'000 * us - 1024 * 1024);
 }
+
+TEST_CASE("engine: an enqueue and a pick under FIFO touch one runqueue cache line", "[engine]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
+  const auto& q = e.rq(1);
+  const auto base = reinterpret_cast<std::uintptr_t>(&q);
+  const auto end_of = [&](const auto& field) {
+    return reinterpret_cast<std::uintptr_t>(&field) + sizeof(field) - base;
+  };
+  CHECK(base % 64 == 0);
+  for (std::uintptr_t end : {end_of(q.lock), end_of(q.idle), end_of(q.need_resched), end_of(q.nr_running),
+                             end_of(q.head), end_of(q.tail), end_of(q.curr), end_of(q.runnext),
+                             end_of(q.nr_queued), end_of(q.nr_pinned), end_of(q.active_balance_dst),
+                             end_of(q.load_weight)}) {
+    CHECK(end <= 64);
+  }
+}

@@ -166,7 +166,9 @@ std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) cons
 }
 
 void engine::publish(runqueue& q) noexcept {
-  q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+  // FIFO and LIFO keep no vruntime: nothing to publish, and no line to
+  // dirty on a wake-up's path.
+  if (fair_) q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
   if (tracks_load()) publish_load(q);
 }
 
@@ -427,7 +429,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   }
   q.need_resched.store(false, std::memory_order_relaxed);
   q.idle.store(next == nullptr, std::memory_order_relaxed);
-  q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+  if (fair_) q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
   if (tracks_load()) {
     if (load_changed) {
       publish_load(q);

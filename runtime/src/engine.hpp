@@ -108,12 +108,39 @@ struct cpu_counters {
 };
 
 // A worker's runqueue.
+//
+// Layout: the first cache line holds everything an enqueue and a pick touch
+// under the FIFO and LIFO disciplines (the lock, the list, the counts, the
+// flags a waker and a spinning worker read), so a wake-up from another
+// worker moves one runqueue line to the waker and back, not four. The fair
+// discipline's tree, the PELT signals and what snapshots read follow.
 struct alignas(64) runqueue {
   spinlock lock;
-
-  // Everything below `lock` and above the atomics requires the lock.
+  // Read without the lock (snapshots, idle checks): relaxed is enough for
+  // snapshots, because a stale value only makes a decision less precise.
+  std::atomic<bool> idle{true};
+  std::atomic<bool> need_resched{false};  // the running fiber should yield at its next preempt point
+  unsigned nr_running = 0;                // queued + curr (under the lock)
+  // The queue order and the running fiber, under the lock.
   sched_entity* head = nullptr;
   sched_entity* tail = nullptr;
+  sched_entity* curr = nullptr;  // running, not in the queue
+  // FIFO discipline: the fiber most recently spawned by this worker's own
+  // running fiber, kept at the head of the queue so it runs next (Go's
+  // runnext): fork-join code then runs depth-first and keeps few fibers
+  // alive. One slot only: the next local spawn moves it to the tail, so
+  // spawning cannot starve the queue. Balancing takes it last.
+  sched_entity* runnext = nullptr;
+  // nr_queued is written seq_cst: the park protocol pairs it with the
+  // worker's park word (worker.cpp).
+  std::atomic<unsigned> nr_queued{0};
+  std::atomic<unsigned> nr_pinned{0};
+  // Active balance: a worker whose balancing kept failing asks this one to
+  // push its running fiber over at its next yield (-1: no request).
+  std::atomic<int> active_balance_dst{-1};
+  unsigned long load_weight = 0;  // summed weight of queued + curr (under the lock)
+
+  // The fair discipline and load tracking, under the lock.
   struct by_vruntime {
     bool operator()(const sched_entity& a, const sched_entity& b) const noexcept {
       // Wrap-safe, as the kernel's entity_before(); equal keys keep FIFO
@@ -128,32 +155,13 @@ struct alignas(64) runqueue {
           boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>,
           &sched_entity::timeline_hook>,
       boost::intrusive::compare<by_vruntime>>;
-  timeline_t timeline;
-  sched_entity* curr = nullptr;  // running, not in the queue
-  // FIFO discipline: the fiber most recently spawned by this worker's own
-  // running fiber, kept at the head of the queue so it runs next (Go's
-  // runnext): fork-join code then runs depth-first and keeps few fibers
-  // alive. One slot only: the next local spawn moves it to the tail, so
-  // spawning cannot starve the queue. Balancing takes it last.
-  sched_entity* runnext = nullptr;
-  unsigned nr_running = 0;       // queued + curr
-  unsigned long load_weight = 0; // summed weight of queued + curr
+  alignas(64) timeline_t timeline;
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
   rq_pelt pelt;
 
-  // Read without the lock (snapshots, idle checks): relaxed is enough for
-  // snapshots, because a stale value only makes a decision less precise.
-  // nr_queued is written seq_cst: the park protocol pairs it with the
-  // worker's park word (worker.cpp).
-  std::atomic<unsigned> nr_queued{0};
-  std::atomic<unsigned> nr_pinned{0};
-  std::atomic<bool> idle{true};
-  std::atomic<bool> need_resched{false};  // the running fiber should yield at its next preempt point
-  // Active balance: a worker whose balancing kept failing asks this one to
-  // push its running fiber over at its next yield (-1: no request).
-  std::atomic<int> active_balance_dst{-1};
-  std::atomic<std::uint64_t> min_vruntime_pub{0};
+  // Published for snapshots (relaxed; see above).
+  alignas(64) std::atomic<std::uint64_t> min_vruntime_pub{0};
   std::atomic<unsigned long> load_avg_pub{0};
   std::atomic<unsigned long> runnable_load_pub{0};
   std::atomic<unsigned long> util_avg_pub{0};

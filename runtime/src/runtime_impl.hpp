@@ -107,7 +107,7 @@ class worker {
   // measure. Its length is converted to counter ticks there too.
   void start_slice() noexcept { slice_start_ = 0; }
   void tick(std::int64_t now);
-  void account_idle_busy(bool becoming_idle) noexcept;
+  void account_idle_busy(bool becoming_idle, std::uint64_t now_cycles) noexcept;
   void finish_switch(bctx::fcontext_t from) noexcept;
   static void fiber_entry(bctx::transfer_t t);
 
@@ -127,6 +127,7 @@ class worker {
   // of the idle loop is on the wake-up path, where the counter costs less
   // than half of a steady-clock read.
   std::uint64_t phase_start_cycles_ = 0;
+  std::uint64_t found_cycles_ = 0;  // the counter when find_work() last looked
   std::int64_t last_idle_kick_ns_ = 0;
 
   std::vector<timer_entry> timers_;  // min-heap by deadline, touched only by this worker

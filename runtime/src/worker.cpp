@@ -98,8 +98,7 @@ void worker::give_fiber(fiber* f) {
   fiber_cache_.push_back(f);
 }
 
-void worker::account_idle_busy(bool becoming_idle) noexcept {
-  const std::uint64_t now = cycles();
+void worker::account_idle_busy(bool becoming_idle, std::uint64_t now) noexcept {
   const std::uint64_t spent = now > phase_start_cycles_ ? now - phase_start_cycles_ : 0;
   if (becoming_idle) {
     busy_cycles_.add(spent);
@@ -166,7 +165,11 @@ worker_stats worker::stats() const noexcept {
     fibers_run_.add();
   }
   next->on_cpu.store(true, std::memory_order_relaxed);
-  if ((prev == &idle_) != (next == &idle_)) account_idle_busy(next == &idle_);
+  // Leaving the idle context happens only right after find_work(), whose
+  // counter read is recent enough: a second read would cost the wake-up
+  // path as much as the rest of this function.
+  if (prev == &idle_ && next != &idle_) account_idle_busy(false, found_cycles_);
+  if (prev != &idle_ && next == &idle_) account_idle_busy(true, cycles());
   current_ = next;
   pending_prev_ = prev;
   pending_exit_ = prev_exits;
@@ -300,6 +303,7 @@ fiber* worker::find_work() {
   // account time, the engine's clock: this is the wake-up path of an idle
   // worker.
   const std::uint64_t c = cycles();
+  found_cycles_ = c;
   const std::int64_t now = e.fair() || e.tracks_load() || c >= next_tick_cycles_ ? engine_now_ns(c) : 0;
   if (c >= next_tick_cycles_) tick(now);
   if (auto* f = e.pick_next(index_, nullptr, prev_action::requeue, now)) return static_cast<fiber*>(f);
