@@ -106,3 +106,23 @@ TEST_CASE("more fibers are alive at once than vm.max_map_count allows guarded st
   });
   CHECK(sum == n * (n - 1) / 2);
 }
+
+TEST_CASE("stack pool: a waker touches one cache line of a pooled fiber", "[stack_pool]") {
+  // The wait token and the sched_entity fields a cross-worker wake-up reads
+  // and writes (queue links, cpu, pin, on_rq) are the first 64 bytes of a
+  // control block that starts on a cache-line boundary.
+  stack_pool pool(64 * 1024, 64);
+  fiber* f = pool.take();
+  const auto base = reinterpret_cast<std::uintptr_t>(f);
+  CHECK(base % 64 == 0);
+  const usched::detail::sched_entity& se = *f;
+  const usched::detail::waitable& w = *f;
+  const auto end_of = [&](const auto& field) {
+    return reinterpret_cast<std::uintptr_t>(&field) + sizeof(field) - base;
+  };
+  for (std::uintptr_t end : {end_of(w.wait_token), end_of(w.is_fiber), end_of(se.rq_next), end_of(se.rq_prev),
+                             end_of(se.cpu), end_of(se.pinned), end_of(se.on_rq), end_of(se.wake_pending)}) {
+    CHECK(end <= 64);
+  }
+  pool.give(&f, 1);
+}

@@ -36,13 +36,11 @@ struct sched_entity {
   // Queue order, kept by every discipline: under FIFO the head has waited
   // longest, under LIFO the tail has; balancing walks from that end to take
   // the least recently run.
+  // The fields a wake-up from another worker reads and writes come first,
+  // 40 bytes that share a cache line with the fiber's wait token (see
+  // struct fiber).
   sched_entity* rq_next = nullptr;
   sched_entity* rq_prev = nullptr;
-  // vruntime order, for the fair discipline.
-  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
-  // on the switch path.
-  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
-
   int cpu = -1;     // the runqueue it is on, or the worker it last ran on
   int pinned = -1;  // the only worker it may run on, or -1
   int preferred_node = -1;
@@ -54,6 +52,11 @@ struct sched_entity {
   // A wake-up arrived while the fiber was still running on its way to
   // block: its worker must keep it runnable (under the runqueue's lock).
   bool wake_pending = false;
+
+  // vruntime order, for the fair discipline.
+  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
+  // on the switch path.
+  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
 
   std::uint64_t vruntime = 0;     // runtime scaled by nice_0_weight / weight
   std::int64_t exec_start = 0;    // when it last started running or was last accounted
