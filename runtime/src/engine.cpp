@@ -172,9 +172,11 @@ void engine::publish(runqueue& q) noexcept {
   if (tracks_load()) publish_load(q);
 }
 
-// publish_load(): the signals snapshots read without the lock. pick_next()
-// calls it only when they changed (a period boundary, a removal, a new
-// running fiber), which keeps seven stores off most switches.
+// publish_load(): the signals snapshots read without the lock, and the
+// running fiber's preferred node and load. pick_next() calls it only when
+// the signals changed (a period boundary, a removal, a fiber leaving or
+// joining the runqueue), which keeps these stores off most switches; the
+// tick and every enqueue call it too.
 void engine::publish_load(runqueue& q) noexcept {
   q.load_avg_pub.store(q.pelt.all.load_avg, std::memory_order_relaxed);
   q.runnable_load_pub.store(q.pelt.runnable_load_avg, std::memory_order_relaxed);
@@ -433,10 +435,13 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   if (tracks_load()) {
     if (load_changed) {
       publish_load(q);
-    } else if (next != prev) {
-      q.curr_preferred_node.store(next ? next->preferred_node : -1, std::memory_order_relaxed);
-      q.curr_load.store(next ? next->avg.load_avg : 0, std::memory_order_relaxed);
     }
+    // A swap between two runnable fibers within a period publishes
+    // nothing, not even which fiber runs (curr_load, curr_preferred_node):
+    // those two stores were a third of load tracking's cost per switch, and
+    // the NUMA placement that reads them only needs the running fiber of
+    // some recent instant. They are refreshed with the signals, at every
+    // enqueue and dequeue and at the end of every period.
   }
   q.lock.unlock();
   if (push) {
