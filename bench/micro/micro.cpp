@@ -27,6 +27,13 @@
 //   chan_cross         ... on two workers: ns per one-way hand-off
 //   cacheline          (thread peer) one cache line bounced between two CPUs:
 //                      ns one way, the floor of any cross-worker wake-up
+//   fanout             one fiber spawns 262,144 tasks of 10 us each (a spin on
+//                      the clock, so a task's length does not depend on what
+//                      else the CPU runs) and joins them: total ms, and the
+//                      efficiency, tasks x 10 us / workers over the total,
+//                      of a warm run (ms_first: the first, which also maps
+//                      and faults in 262,144 stacks); for scaling runs
+//                      (usched_micro_compare --scaling)
 #include <benchmark/benchmark.h>
 
 #include <boost/context/fiber.hpp>
@@ -61,6 +68,8 @@ struct config {
   long spin_us = -1;  // usched idle spin; -1: the runtime's default
   long samples = 100'000;
   long fibers = 1'000'000;
+  long fanout_tasks = 262'144;
+  long task_us = 10;
 };
 
 config cfg;
@@ -88,6 +97,32 @@ void report_latency(benchmark::State& state, std::vector<std::int64_t>& lat) {
   state.counters["p99_ns"] = p.p99;
   state.counters["p999_ns"] = p.p999;
   state.counters["max_ns"] = p.max;
+}
+
+// The fan-out: spawn every task, then join them in spawn order. Returns ms
+// and checks that every task ran exactly once.
+template <class Spawn, class Join>
+double fanout_run(Spawn spawn, Join join) {
+  using handle = decltype(spawn(std::declval<std::atomic<long>&>(), std::int64_t{}));
+  const auto n = static_cast<std::size_t>(cfg.fanout_tasks);
+  const std::int64_t task_ns = cfg.task_us * 1000;
+  std::vector<handle> hs;
+  hs.reserve(n);
+  std::atomic<long> ran{0};
+  const std::int64_t t0 = now_ns();
+  for (std::size_t i = 0; i < n; ++i) hs.push_back(spawn(ran, task_ns));
+  for (auto& h : hs) join(h);
+  const std::int64_t t1 = now_ns();
+  if (ran.load() != cfg.fanout_tasks) throw std::runtime_error("fanout: tasks lost or run twice");
+  return static_cast<double>(t1 - t0) / 1e6;
+}
+
+void report_fanout(benchmark::State& state, double ms_first, double ms) {
+  state.counters["ms_first"] = ms_first;
+  state.counters["ms"] = ms;
+  const double ideal_ms =
+      static_cast<double>(cfg.fanout_tasks) * static_cast<double>(cfg.task_us) / 1000.0 / cfg.workers;
+  state.counters["efficiency"] = ms > 0 ? ideal_ms / ms : 0;
 }
 
 std::uint64_t skynet_expected(long leaves) {
@@ -380,6 +415,24 @@ void reg(const std::string& name, Fn fn) {
   })->Iterations(1)->Unit(benchmark::kMillisecond);
 }
 
+void us_fanout(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  const auto once = [] {
+    return fanout_run(
+        [](std::atomic<long>& ran, std::int64_t ns) {
+          return usched::spawn([&ran, ns] {
+            spin_for(ns);
+            ran.fetch_add(1, std::memory_order_relaxed);
+          });
+        },
+        [](usched::join_handle<void>& h) { h.join(); });
+  };
+  for (auto _ : state) {
+    const double first = rt->run(once);
+    report_fanout(state, first, rt->run(once));
+  }
+}
+
 void register_usched() {
   const unsigned w = cfg.workers;
   reg("yield", us_yield);
@@ -387,6 +440,7 @@ void register_usched() {
   reg("spawn_join_thread", us_spawn_join_thread);
   reg("live_rss", us_live_rss);
   reg("skynet", us_skynet_bm);
+  reg("fanout", us_fanout);
   for (long n : {2L, 16L, 1000L})
     reg("mutex/" + std::to_string(n), [n](benchmark::State& s) { us_mutex(s, n); });
   reg("chan_same", [](benchmark::State& s) { us_chan(s, 0); });
@@ -489,6 +543,23 @@ void bf_skynet_bm(benchmark::State& state) {
   }
 }
 
+void bf_fanout(benchmark::State& state) {
+  const auto once = [] {
+    return fanout_run(
+        [](std::atomic<long>& ran, std::int64_t ns) {
+          return pool->spawn([&ran, ns] {
+            spin_for(ns);
+            ran.fetch_add(1, std::memory_order_relaxed);
+          });
+        },
+        [](boost::fibers::fiber& f) { f.join(); });
+  };
+  for (auto _ : state) {
+    const double first = once();
+    report_fanout(state, first, once());
+  }
+}
+
 void bf_wake_cv(benchmark::State& state) {
   const auto gaps = make_gaps(cfg.samples);
   for (auto _ : state) {
@@ -580,6 +651,7 @@ void register_boost() {
   reg("spawn_join", bf_spawn_join);
   reg("live_rss", bf_live_rss);
   reg("skynet", bf_skynet_bm);
+  reg("fanout", bf_fanout);
   for (long n : {2L, 16L, 1000L})
     reg("mutex/" + std::to_string(n), [n](benchmark::State& s) { bf_mutex(s, n); });
   if (cfg.workers >= 2) {
@@ -752,6 +824,10 @@ int main(int argc, char** argv) {
       cfg.spin_us = parse_count("spin-us", v, 0, 10'000'000);
     } else if (take_flag(a, "samples", v)) {
       cfg.samples = parse_count("samples", v, 1, 100'000'000);
+    } else if (take_flag(a, "fanout-tasks", v)) {
+      cfg.fanout_tasks = parse_count("fanout-tasks", v, 1, 10'000'000);
+    } else if (take_flag(a, "task-us", v)) {
+      cfg.task_us = parse_count("task-us", v, 0, 1'000'000);
     } else if (take_flag(a, "fibers", v)) {
       cfg.fibers = parse_count("fibers", v, spawn_batch, 100'000'000);
       // skynet needs a power of ten, spawn_join a multiple of its batch.

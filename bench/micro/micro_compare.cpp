@@ -1,7 +1,7 @@
 // micro_compare.cpp: usched_micro_compare, the micro benchmarks of
 // micro.cpp run for usched and every peer, side by side, with ratios.
 //
-//   usched_micro_compare [-r N] [-w N] [--policy NAME] [--quick]
+//   usched_micro_compare [-r N] [-w N] [--policy NAME] [--quick] [--scaling]
 //                        [--markdown FILE] [--micro PATH]
 //
 // usched_micro runs one peer configuration per process (Boost.Fiber's
@@ -19,6 +19,12 @@
 // exception is the raw Boost.Context switch (the floor no runtime can beat):
 // its ratio is usched/floor, labelled "x floor". The load-tracking block
 // shows per-round differences instead (ns a yield pays for load tracking).
+// --scaling runs skynet and the fan-out instead, usched against Boost.Fiber's
+// work_stealing, at 1, 2, 4, ... workers up to -w (by default every CPU
+// this process may run on), and prints per worker count the times, the
+// peer/usched ratio, each runtime's speedup over its own 1-worker time
+// (per round), and the fan-out's efficiency.
+//
 // A configuration that fails (non-zero exit, unreadable JSON, a benchmark
 // error) is listed with its command at the end and the driver exits 1; its
 // missing values show as n/a, or as "(k/N rounds)" where only some rounds
@@ -75,6 +81,8 @@ constexpr long full_samples = 100'000;
 constexpr long full_fibers = 1'000'000;
 constexpr long quick_samples = 20'000;
 constexpr long quick_fibers = 100'000;
+constexpr long full_fanout_tasks = 262'144;
+constexpr long quick_fanout_tasks = 16'384;
 // How much of a failed run's output is shown.
 constexpr std::size_t log_tail_chars = 1500;
 
@@ -85,12 +93,14 @@ struct options {
   unsigned workers = 0;  // 0 until parsed: default_workers()
   std::string policy = "cfs";
   bool quick = false;
+  bool scaling = false;
   std::string markdown;  // empty: no Markdown file
   std::string micro;     // empty: next to this executable
   bool help = false;
 
   long samples() const { return quick ? quick_samples : full_samples; }
   long fibers() const { return quick ? quick_fibers : full_fibers; }
+  long fanout_tasks() const { return quick ? quick_fanout_tasks : full_fanout_tasks; }
 };
 
 class usage_error : public std::invalid_argument {
@@ -105,7 +115,7 @@ unsigned default_workers() { return bench::affinity_cpus() >= 2 ? 2 : 1; }
 
 std::string usage() {
   return std::string("usage: ") + program +
-         " [-r N] [-w N] [--policy NAME] [--quick] [--markdown FILE] [--micro PATH]\n"
+         " [-r N] [-w N] [--policy NAME] [--quick] [--scaling] [--markdown FILE] [--micro PATH]\n"
          "Runs usched_micro once per peer configuration (usched, Boost.Fiber work_stealing\n"
          "and shared_work, std::thread, raw Boost.Context), N rounds interleaved, and prints\n"
          "each benchmark side by side: median [min..max] over rounds, and peer/usched\n"
@@ -120,6 +130,11 @@ std::string usage() {
          "\n"
          "                   (default --samples=" + std::to_string(full_samples) +
          " --fibers=" + std::to_string(full_fibers) + ")\n"
+         "  --scaling        skynet and a fan-out of " + std::to_string(full_fanout_tasks) +
+         " tasks of 10 us (quick: " + std::to_string(quick_fanout_tasks) + ")\n"
+         "                   at 1, 2, 4, ... workers up to -w (default: every CPU here, " +
+         std::to_string(bench::affinity_cpus()) + "),\n"
+         "                   usched against Boost.Fiber work_stealing, with speedups\n"
          "  --markdown FILE  also write the tables as Markdown to FILE\n"
          "  --micro PATH     the usched_micro to run (default: next to this program)\n"
          "  -h, --help       this text\n";
@@ -157,6 +172,8 @@ options parse_options(int argc, char** argv) {
     }
     if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--scaling") {
+      o.scaling = true;
     } else if (auto r = value("-r", rounds_range)) {
       o.rounds = parse_uint("-r", *r, 1, max_rounds);
     } else if (auto w = value("-w", workers_range)) {
@@ -174,11 +191,11 @@ options parse_options(int argc, char** argv) {
       o.micro = *x;
     } else {
       throw usage_error("'" + a +
-                        "' is not a flag; expected -r N, -w N, --policy NAME, --quick, "
+                        "' is not a flag; expected -r N, -w N, --policy NAME, --quick, --scaling, "
                         "--markdown FILE, --micro PATH or -h");
     }
   }
-  if (o.workers == 0) o.workers = default_workers();
+  if (o.workers == 0) o.workers = o.scaling ? std::max(1u, bench::affinity_cpus()) : default_workers();
   return o;
 }
 
@@ -250,6 +267,32 @@ std::vector<config> make_configs(const options& o) {
     if (o.workers < x.min_workers) continue;
     x.args.insert(x.args.begin() + 1, sizes.begin(), sizes.end());
     out.push_back(std::move(x));
+  }
+  return out;
+}
+
+// The worker counts of a scaling run: powers of two below `top`, then top.
+std::vector<unsigned> worker_ladder(unsigned top) {
+  std::vector<unsigned> out;
+  for (unsigned w = 1; w < top; w *= 2) out.push_back(w);
+  out.push_back(top);
+  return out;
+}
+
+std::vector<config> make_scaling_configs(const options& o) {
+  std::vector<config> out;
+  const std::vector<std::string> sizes = {"--fibers=" + std::to_string(o.fibers()),
+                                          "--fanout-tasks=" + std::to_string(o.fanout_tasks())};
+  const std::string filter = "--benchmark_filter=^(skynet|fanout)/";
+  for (unsigned w : worker_ladder(o.workers)) {
+    const std::string n = std::to_string(w);
+    config us{"us-w" + n, "usched " + o.policy + " w=" + n,
+              {"--peer=usched", "--workers=" + n, "--policy=" + o.policy, filter}};
+    config bws{"bws-w" + n, "boost-ws w=" + n, {"--peer=boost-ws", "--workers=" + n, filter}};
+    for (config* c : {&us, &bws}) {
+      c->args.insert(c->args.begin() + 1, sizes.begin(), sizes.end());
+      out.push_back(std::move(*c));
+    }
   }
   return out;
 }
@@ -678,6 +721,65 @@ void print_markdown(const table& t, std::ostream& out) {
   out << '\n';
 }
 
+// The scaling tables: one per benchmark, one row per worker count.
+std::vector<table> scaling_tables(const options& o, const result_store& store) {
+  const unsigned rounds = store.rounds();
+  const std::vector<unsigned> ladder = worker_ladder(o.workers);
+  // Per round: a value, or a ratio of two values (num / den).
+  const auto per_round = [&](const std::string& cfg, const std::string& bench, const std::string& counter) {
+    std::vector<double> v;
+    for (unsigned r = 0; r < rounds; ++r) {
+      if (const auto x = store.get(cfg, bench, counter, r)) v.push_back(*x);
+    }
+    return v;
+  };
+  const auto ratio_per_round = [&](const std::string& num_cfg, const std::string& den_cfg,
+                                   const std::string& bench) {
+    std::vector<double> v;
+    for (unsigned r = 0; r < rounds; ++r) {
+      const auto a = store.get(num_cfg, bench, "ms", r);
+      const auto b = store.get(den_cfg, bench, "ms", r);
+      if (a && b && *b > 0) v.push_back(*a / *b);
+    }
+    return v;
+  };
+  const auto cell = [&](std::vector<double> v, const char* unit) {
+    return fmt_summary(summarise(std::move(v)), rounds, unit);
+  };
+
+  std::vector<table> out;
+  for (const std::string bench : {"skynet", "fanout"}) {
+    const bool fanout = bench == "fanout";
+    table t;
+    t.title = fanout ? "fanout: ms for " + thousands(o.fanout_tasks()) +
+                           " tasks of 10 us spawned by one fiber and joined; speedup: the runtime's "
+                           "1-worker ms over its ms, per round; efficiency: tasks x 10 us / workers "
+                           "over ms"
+                     : "skynet: ms for a 10-ary tree of fibers with " + thousands(o.fibers()) +
+                           " leaves; speedup: the runtime's 1-worker ms over its ms, per round";
+    t.headers = {"usched " + o.policy + " ms", "boost-ws ms", "boost-ws / usched", "usched speedup",
+                 "boost-ws speedup"};
+    if (fanout) t.headers.insert(t.headers.end(), {"usched efficiency", "boost-ws efficiency"});
+    for (unsigned w : ladder) {
+      const std::string n = std::to_string(w);
+      const std::string us = "us-w" + n, bws = "bws-w" + n;
+      table_row row{false, {"w=" + n}};
+      row.cells.push_back(cell(per_round(us, bench, "ms"), ""));
+      row.cells.push_back(cell(per_round(bws, bench, "ms"), ""));
+      row.cells.push_back(cell(ratio_per_round(bws, us, bench), "x"));
+      row.cells.push_back(cell(ratio_per_round("us-w1", us, bench), "x"));
+      row.cells.push_back(cell(ratio_per_round("bws-w1", bws, bench), "x"));
+      if (fanout) {
+        row.cells.push_back(cell(per_round(us, bench, "efficiency"), ""));
+        row.cells.push_back(cell(per_round(bws, bench, "efficiency"), ""));
+      }
+      t.rows.push_back(std::move(row));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 // ---- the machine ----------------------------------------------------------------------------
 
 std::string cpu_model() {
@@ -745,7 +847,7 @@ int run(const options& o) {
   const temp_dir tmp;
   check_policy(exe, o, tmp.path());
 
-  const std::vector<config> configs = make_configs(o);
+  const std::vector<config> configs = o.scaling ? make_scaling_configs(o) : make_configs(o);
   result_store store(o.rounds);
   std::vector<failure> failures;
   unsigned runs = 0;
@@ -787,13 +889,25 @@ int run(const options& o) {
   const unsigned cpus = bench::affinity_cpus();
   head << "machine: " << cpu_model() << ", " << cpus << (cpus == 1 ? " CPU" : " CPUs") << ", " << today()
        << '\n'
-       << "configuration: " << o.rounds << (o.rounds == 1 ? " round" : " rounds") << ", " << o.workers
-       << (o.workers == 1 ? " worker" : " workers") << ", policy " << o.policy << ", "
-       << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers() << ")\n"
-       << "values: median [min..max] over rounds; ratios: peer/usched per round, median [min..max];\n"
+       << "configuration: " << o.rounds << (o.rounds == 1 ? " round" : " rounds") << ", ";
+  if (o.scaling) {
+    head << "scaling to " << o.workers << (o.workers == 1 ? " worker" : " workers") << ", policy " << o.policy
+         << ", " << (o.quick ? "quick" : "full") << " (--fibers=" << o.fibers()
+         << " --fanout-tasks=" << o.fanout_tasks() << ")\n";
+  } else {
+    head << o.workers << (o.workers == 1 ? " worker" : " workers") << ", policy " << o.policy << ", "
+         << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers() << ")\n";
+  }
+  head << "values: median [min..max] over rounds; ratios: peer/usched per round, median [min..max];\n"
        << "every metric is lower-is-better, so a ratio above 1 means usched is that many times better\n";
   std::cout << head.str();
-  if (o.workers < 2) std::cout << "(wake_cv, wake_chan and chan_cross need -w 2 or more: not run)\n";
+  if (o.workers < 2 && !o.scaling) {
+    std::cout << "(wake_cv, wake_chan and chan_cross need -w 2 or more: not run)\n";
+  }
+  if (o.scaling && o.workers > bench::affinity_cpus()) {
+    std::cout << "(more workers than the " << bench::affinity_cpus()
+              << " CPUs here: the rows above that count share CPUs)\n";
+  }
   std::cout << '\n';
   if (md) {
     md << "## usched micro benchmarks\n\n";
@@ -801,8 +915,13 @@ int run(const options& o) {
     for (std::string l; std::getline(lines, l);) md << l << "  \n";
     md << '\n';
   }
-  for (const block& b : make_blocks(o)) {
-    const table t = evaluate(b, store);
+  std::vector<table> tables;
+  if (o.scaling) {
+    tables = scaling_tables(o, store);
+  } else {
+    for (const block& b : make_blocks(o)) tables.push_back(evaluate(b, store));
+  }
+  for (const table& t : tables) {
     print_text(t, std::cout);
     if (md) print_markdown(t, md);
   }
