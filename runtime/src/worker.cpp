@@ -249,7 +249,6 @@ void worker::exit_current() {
   __builtin_unreachable();
 }
 
-
 void worker::preempt_check() {
   const std::uint64_t now_c = cycles();
   if (slice_start_ == 0) {
