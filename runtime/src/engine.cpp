@@ -144,7 +144,11 @@ void engine::update_min_vruntime(runqueue& q) noexcept {
     q.pelt.remove(rl, ru, rr);
     changed = true;
   }
-  if (q.curr) pelt_update(q.curr->avg, now, q.curr->weight, true, true);
+  if (sched_entity* c = q.curr) {
+    // update_curr() has run: sum_exec - prev_sum_exec is the time since the
+    // pick.
+    pelt_update_running(c->avg, now, now - (c->sum_exec - c->prev_sum_exec), c->weight);
+  }
   if (!rq_inputs_change && !changed) {
     return q.pelt.update_unchanged(now, q.load_weight, q.nr_running, q.curr != nullptr);
   }
@@ -420,9 +424,8 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   }
   if (next) {
     queue_remove(q, next);
-    // Its time in the queue was runnable, not running: accrue it as such
-    // before it starts running (set_next_entity's update_load_avg).
-    if (tracks_load()) pelt_update(next->avg, now, next->weight, true, false);
+    // Its time in the queue accrues as runnable, not running, when it is
+    // next updated (pelt_update_running, from the pick time kept below).
     q.curr = next;
     next->exec_start = now;
     next->prev_sum_exec = next->sum_exec;

@@ -107,6 +107,31 @@ inline void pelt_update(pelt_avg& sa, std::int64_t now, unsigned long weight, bo
     pelt_average(sa, weight);
   }
 }
+// pelt_update_running() is pelt_update() for the running entity, picked at
+// `picked_at` after waiting in its runqueue since its last update: the time
+// up to the pick accrues as runnable and not running, the rest as running
+// (the kernel accrues at the pick, in set_next_entity(), and again here).
+// Within one period that is the same sums as the two updates, computed in
+// one step: the whole units since the last update, less those a pick-time
+// update would have taken for the queue, count as running. Across a period
+// boundary it is the two updates.
+inline void pelt_update_running(pelt_avg& sa, std::int64_t now, std::int64_t picked_at,
+                                unsigned long weight) noexcept {
+  const auto units = static_cast<std::uint64_t>(now - sa.last_update) >> pelt_time_shift;
+  if (now >= sa.last_update && sa.period_contrib + units < pelt_period) [[likely]] {
+    const std::int64_t waited = picked_at > sa.last_update ? picked_at - sa.last_update : 0;
+    const auto queued = static_cast<std::uint64_t>(waited) >> pelt_time_shift;
+    sa.last_update += static_cast<std::int64_t>(units << pelt_time_shift);
+    sa.period_contrib += static_cast<std::uint32_t>(units);
+    sa.load_sum += units;
+    sa.runnable_sum += units << pelt_time_shift;
+    sa.util_sum += (units - queued) << pelt_time_shift;
+    return;
+  }
+  if (picked_at > sa.last_update && picked_at <= now) pelt_update(sa, picked_at, weight, true, false);
+  pelt_update(sa, now, weight, true, true);
+}
+
 // The signals of a runqueue. `all` is the kernel's cfs_rq->avg: it includes
 // the decaying contribution of fibers that blocked here. runnable_load_* is
 // the same load signal restricted to queued and running fibers: added at
