@@ -83,11 +83,11 @@ inline bool pelt_period_due(const pelt_avg& sa, std::int64_t now) noexcept {
 // load_avg (an entity's weight; 1 for a runqueue whose load is a weight sum).
 void pelt_average(pelt_avg& sa, unsigned long weight) noexcept;
 
-// pelt_update() is accumulate then average, for an entity. It runs twice per
-// switch under load tracking (the fiber leaving and the one picked), so the
-// common case is inline and has no data-dependent branch: within one period
-// nothing decays, and accruing is adding the elapsed whole units (often
-// none) to the sums. Asking first whether a unit has passed (pelt_due) is a
+// pelt_update() is accumulate then average, for an entity. It (or
+// pelt_update_running() below, for the running entity) runs on every switch
+// and wake-up under load tracking, so the common case is inline and has no
+// data-dependent branch: within one period nothing decays, and accruing is
+// adding the elapsed whole units (often none) to the sums. Asking first whether a unit has passed (pelt_due) is a
 // branch that goes one way or the other every few switches; mispredicted,
 // it cost more than the additions it skips.
 inline void pelt_update(pelt_avg& sa, std::int64_t now, unsigned long weight, bool on_rq,
