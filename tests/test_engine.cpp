@@ -32,6 +32,14 @@ std::vector<int> queue_of(engine& e, int cpu, const std::deque<sched_entity>& al
   return out;
 }
 
+// One CFS worker with `a` and then `b` spawned on it at time 0.
+engine cfs_worker_with(sched_entity& a, sched_entity& b) {
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  e.enqueue(0, &b, enqueue_kind::spawn, 0);
+  return e;
+}
+
 // Runs the queue of `cpu` dry: each picked fiber exits.
 void drain(engine& e, int cpu) {
   sched_entity* c = e.pick_next(cpu, nullptr, prev_action::requeue, 0);
@@ -464,11 +472,9 @@ TEST_CASE("engine: the FIFO yield path rotates the queue and keeps its counts", 
 TEST_CASE("engine: under CFS a yield steps aside unless the next fiber is a granularity ahead",
           "[engine][cfs]") {
   constexpr std::int64_t ms = 1'000'000;
-  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
   sched_entity a, b;
+  engine e = cfs_worker_with(a, b);
   std::int64_t now = 0;
-  e.enqueue(0, &a, enqueue_kind::spawn, now);
-  e.enqueue(0, &b, enqueue_kind::spawn, now);
   // b was spawned last with the smaller START_DEBIT: it runs first.
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
   REQUIRE(c == &b);
@@ -535,11 +541,9 @@ TEST_CASE("engine: two fibers taking turns each get half the util, the runqueue 
   // about 2 x 1024. The runqueue's own accrual is deferred to period ends
   // on these swaps; its averages must not suffer for it.
   constexpr std::int64_t us = 1'000;
-  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
   sched_entity a, b;
+  engine e = cfs_worker_with(a, b);
   std::int64_t now = 0;
-  e.enqueue(0, &a, enqueue_kind::spawn, now);
-  e.enqueue(0, &b, enqueue_kind::spawn, now);
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
   int switches = 0;
   for (now = 50 * us; now <= 1'000'000 * us; now += 50 * us) {
