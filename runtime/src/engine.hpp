@@ -33,12 +33,13 @@ namespace usched::detail {
 
 // The part of a fiber the engine sees (the kernel's struct sched_entity).
 struct sched_entity {
-  // Queue order, kept by every discipline: under FIFO the head has waited
-  // longest, under LIFO the tail has; balancing walks from that end to take
-  // the least recently run.
   // The fields a wake-up from another worker reads and writes come first,
   // 40 bytes that share a cache line with the fiber's wait token (see
   // struct fiber).
+  //
+  // Queue order, kept by every discipline: under FIFO the head has waited
+  // longest, under LIFO the tail has; balancing walks from that end to take
+  // the least recently run.
   sched_entity* rq_next = nullptr;
   sched_entity* rq_prev = nullptr;
   int cpu = -1;     // the runqueue it is on, or the worker it last ran on
@@ -270,6 +271,7 @@ class engine {
   // Inline: it is most of a yield, and the worker's yield path is one
   // function around it and the context switch.
   [[gnu::always_inline]] sched_entity* yield_fifo(int cpu, sched_entity* prev, int* pushed_to) {
+    assert(!fair_ && !tracks_load());
     runqueue& q = rq(cpu);
     if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
       return pick_next(cpu, prev, prev_action::yield, 0, pushed_to);

@@ -62,9 +62,10 @@ bool pelt_accumulate(pelt_avg& sa, std::int64_t now, unsigned long load, unsigne
                      unsigned running) noexcept;
 
 // pelt_due() is false when less than one PELT time unit (1024 ns) has passed
-// since `sa`'s last update, so an update would change nothing. Switches come
-// far more often than that; checking it inline keeps load tracking off the
-// switch path most of the time.
+// since `sa`'s last update, so an update would change nothing. It guards a
+// runqueue's update where its inputs change (enqueue, dequeue, tick); the
+// switch path uses pelt_period_due() for the runqueue and the branch-free
+// pelt_update_running() for the entity instead.
 inline bool pelt_due(const pelt_avg& sa, std::int64_t now) noexcept {
   return now - sa.last_update >= (std::int64_t{1} << pelt_time_shift) || now < sa.last_update;
 }
@@ -87,9 +88,10 @@ void pelt_average(pelt_avg& sa, unsigned long weight) noexcept;
 // pelt_update_running() below, for the running entity) runs on every switch
 // and wake-up under load tracking, so the common case is inline and has no
 // data-dependent branch: within one period nothing decays, and accruing is
-// adding the elapsed whole units (often none) to the sums. Asking first whether a unit has passed (pelt_due) is a
-// branch that goes one way or the other every few switches; mispredicted,
-// it cost more than the additions it skips.
+// adding the elapsed whole units (often none) to the sums. Asking first
+// whether a unit has passed (pelt_due) is a branch that goes one way or the
+// other every few switches; mispredicted, it cost more than the additions it
+// skips.
 inline void pelt_update(pelt_avg& sa, std::int64_t now, unsigned long weight, bool on_rq,
                         bool running) noexcept {
   const auto units = static_cast<std::uint64_t>(now - sa.last_update) >> pelt_time_shift;
