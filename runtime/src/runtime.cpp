@@ -108,6 +108,7 @@ runtime_impl::runtime_impl(options opts)
       engine_(build_domains(places_), make_policy(opts_.policy), engine_config_of(opts_)),
       pool_(round_to_page(opts_.stack_size)) {
   unit_ = to_detail(opts_.unit);
+  pulls_when_idle_ = engine_.policy().pulls_when_idle();
   pinned_ = opts_.pin && topo_.pinnable();
   oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
   cycles_per_ns_ = tsc_per_us() / 1000.0;
@@ -203,6 +204,8 @@ std::uint64_t runtime_impl::external_random() noexcept {
 // ---- fibers ----------------------------------------------------------------
 
 fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
+  // The one look-up of the calling thread's worker for this spawn: the slot
+  // carries it to start() and schedule().
   worker* w = local_worker();
   fiber* f = w ? w->take_fiber() : pool_.take();
   if (pool_.take_budget_exhausted_notice()) [[unlikely]] {
@@ -216,30 +219,29 @@ fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
     try {
       frame = ::operator new(size, std::align_val_t(align));
     } catch (...) {
-      discard(f);
+      discard(f, w);
       throw;
     }
     f->heap_frame = frame;
     f->heap_frame_align = align;
   }
-  return {f, frame};
+  return {f, frame, w};
 }
 
-void runtime_impl::discard(fiber* f) noexcept {
+void runtime_impl::discard(fiber* f, worker* w) noexcept {
   if (f->heap_frame) {
     ::operator delete(f->heap_frame, std::align_val_t(f->heap_frame_align));
     f->heap_frame = nullptr;
   }
-  if (worker* w = local_worker()) {
+  if (w) {
     w->give_fiber(f);
   } else {
     pool_.give(&f, 1);
   }
 }
 
-void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts) {
+void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, worker* w) {
   f->rt = this;
-  worker* w = local_worker();
   f->id = w ? w->next_fiber_id() : reserve_ids(1);
   f->task = task;
   f->pinned = opts.pin;
@@ -264,13 +266,14 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts) {
   } else {
     external_spawned_.fetch_add(1, std::memory_order_relaxed);
   }
-  schedule(f, placement_kind::spawn);
+  schedule(f, placement_kind::spawn, w);
 }
 
-void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
+void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept { schedule(f, kind, local_worker()); }
+
+void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w) noexcept {
   // Woken before it finished blocking: it keeps its place on its worker.
   if (kind == placement_kind::wake && engine_.wake_running(f)) return;
-  worker* w = local_worker();
   // The engine's clock is read only by the disciplines that account time.
   const std::int64_t now = engine_.fair() || engine_.tracks_load() ? engine_now_ns() : 0;
   thread_local std::vector<cpu_snapshot> external_scratch;
@@ -287,18 +290,21 @@ void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept {
   // A local spawn lands on this worker's own queue: it is running, not
   // parked, so there is no one to wake.
   if (how != enqueue_kind::spawn_local) worker_at(cpu).notify();
-  if (queued > 0 && engine_.policy().pulls_when_idle() &&
-      !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
-    kick_idle(cpu);
+  if (queued > 0 && pulls_when_idle_ && !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
+    kick_idle(cpu, w);
   }
 }
 
-// One parked worker is enough: it balances, and wakes no others.
-void runtime_impl::kick_idle(int busy_cpu) noexcept {
+// One parked worker is enough: it balances, and wakes no others. The start
+// of the search is random: the caller's worker's generator, or the shared
+// one (an atomic every caller would write) from a thread outside the
+// runtime.
+void runtime_impl::kick_idle(int busy_cpu, worker* w) noexcept {
   if (nr_spinning.load(std::memory_order_seq_cst) > 0) return;
   if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
   const int n = static_cast<int>(workers_.size());
-  const int start = static_cast<int>(external_random() % static_cast<std::uint64_t>(n));
+  const std::uint64_t random = w ? w->next_random() : external_random();
+  const int start = static_cast<int>(random % static_cast<std::uint64_t>(n));
   for (int i = 0; i < n; ++i) {
     const int cpu = (start + i) % n;
     if (cpu != busy_cpu && workers_[static_cast<std::size_t>(cpu)]->parked()) {
@@ -308,7 +314,7 @@ void runtime_impl::kick_idle(int busy_cpu) noexcept {
   }
 }
 
-void runtime_impl::fiber_done(fiber* f) noexcept {
+void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   f->join_lock.lock();
   f->done.store(true, std::memory_order_release);
   waitable* joiner = f->joiner;
@@ -317,8 +323,6 @@ void runtime_impl::fiber_done(fiber* f) noexcept {
   f->join_lock.unlock();
   if (joiner) wake(*joiner, token);
   if (detached && f->task->error) report_detached_exception(f);
-  // A fiber finishes on a worker of its own runtime.
-  worker* w = worker_of_this_thread();
   w->exited_.store(w->exited_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (draining_.load(std::memory_order_relaxed)) [[unlikely]] {
     std::lock_guard<std::mutex> lk(live_mutex_);
@@ -328,9 +332,18 @@ void runtime_impl::fiber_done(fiber* f) noexcept {
 
 void runtime_impl::drop_ref(fiber* f) noexcept {
   if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  recycle(f, local_worker());
+}
+
+void runtime_impl::drop_ref(fiber* f, worker& w) noexcept {
+  if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  recycle(f, &w);
+}
+
+void runtime_impl::recycle(fiber* f, worker* w) noexcept {
   f->task->destroy(f->task);
   f->task = nullptr;
-  discard(f);
+  discard(f, w);
 }
 
 // ---- waiting ---------------------------------------------------------------
@@ -408,8 +421,9 @@ runtime_impl* runtime_of_current_fiber() noexcept {
 constexpr unsigned min_weight = 15;
 constexpr unsigned max_weight = 88761;
 
-fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
-                          const spawn_options& opts) {
+namespace {
+
+void check_spawn_options(runtime_impl& rt, const spawn_options& opts) {
   if (opts.pin < -1 || opts.pin >= static_cast<int>(rt.nr_workers())) {
     throw std::invalid_argument("spawn_options::pin=" + std::to_string(opts.pin) +
                                 " is out of range: allowed -1 (unpinned) or 0.." +
@@ -425,13 +439,24 @@ fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
                                 " is out of range: allowed " + std::to_string(min_weight) + ".." +
                                 std::to_string(max_weight) + " (1024 is the default)");
   }
+}
+
+}  // namespace
+
+fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
+                          const spawn_options& opts) {
+  // The defaults are valid for every runtime; only other values are checked.
+  const spawn_options defaults;
+  if (opts.pin != defaults.pin || opts.numa_node != defaults.numa_node || opts.weight != defaults.weight) {
+    check_spawn_options(rt, opts);
+  }
   return rt.allocate(size, align);
 }
 
-void discard_fiber(runtime_impl& rt, fiber* f) noexcept { rt.discard(f); }
+void discard_fiber(runtime_impl& rt, const fiber_slot& slot) noexcept { rt.discard(slot.f, slot.local); }
 
-void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts) {
-  rt.start(f, task, opts);
+void start_fiber(runtime_impl& rt, const fiber_slot& slot, task_base* task, const spawn_options& opts) {
+  rt.start(slot.f, task, opts, slot.local);
 }
 
 void join_fiber(fiber* f) {

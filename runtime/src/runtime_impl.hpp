@@ -76,14 +76,31 @@ class worker {
   // due, and yield if a wake-up asked for it or the slice is used up while
   // others wait.
   void preempt_check();
-  std::uint64_t next_random() noexcept;
+  // splitmix64 over the worker's own state.
+  std::uint64_t next_random() noexcept {
+    std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
   // A fresh fiber id, from a block this worker reserved: the shared counter
   // is touched once per id_block spawns, not on every one.
-  std::uint64_t next_fiber_id() noexcept;
+  std::uint64_t next_fiber_id() noexcept {
+    if (id_next_ == id_end_) [[unlikely]] reserve_fiber_ids();
+    return id_next_++;
+  }
   std::vector<cpu_snapshot>& scratch() noexcept { return scratch_; }
-  // Fiber pool cache of this worker.
-  fiber* take_fiber();
-  void give_fiber(fiber* f);
+  // The worker's cache of pooled fibers, for its own spawns and exits.
+  fiber* take_fiber() {
+    if (fiber_cache_.empty()) [[unlikely]] refill_fiber_cache();
+    fiber* f = fiber_cache_.back();
+    fiber_cache_.pop_back();
+    return f;
+  }
+  void give_fiber(fiber* f) {
+    if (fiber_cache_.size() == fiber_cache_max) [[unlikely]] spill_fiber_cache();
+    fiber_cache_.push_back(f);
+  }
 
   // ---- any thread ---------------------------------------------------------
   // notify() wakes the worker if it is parked. The caller has published work
@@ -100,6 +117,13 @@ class worker {
   void idle_wait();
   bool has_other_work() const noexcept;
   void run_timers(std::int64_t now);
+  void reserve_fiber_ids() noexcept;
+  void refill_fiber_cache();
+  void spill_fiber_cache();
+  // Fibers a worker keeps for its own spawns before returning them to the
+  // runtime's pool: enough for bursts of short-lived fibers without touching
+  // the pool's lock.
+  static constexpr std::size_t fiber_cache_max = 64;
   void switch_to(fiber* next, bool prev_exits);
   // The slice starts at the first preempt point after a switch, not at the
   // switch itself: reading the counter costs as much as the rest of a
@@ -182,28 +206,36 @@ class runtime_impl {
   // The worker of this runtime the calling thread is, or null.
   worker* local_worker() const noexcept;
 
+  // Where a `worker* w` parameter appears below, it is local_worker() of the
+  // calling thread, found once by the caller: null on a thread that is not
+  // one of this runtime's workers.
   fiber_slot allocate(std::size_t size, std::size_t align);
-  void discard(fiber* f) noexcept;
-  void start(fiber* f, task_base* task, const spawn_options& opts);
+  void discard(fiber* f, worker* w) noexcept;
+  void start(fiber* f, task_base* task, const spawn_options& opts, worker* w);
 
   // schedule() places a runnable fiber (placement by policy unless pinned)
   // and wakes whoever must run it.
   void schedule(fiber* f, placement_kind kind) noexcept;
-  // fiber_done() publishes completion, wakes the joiner; runs on the fiber.
-  void fiber_done(fiber* f) noexcept;
-  // drop_ref() releases one reference; the last one recycles the fiber.
+  void schedule(fiber* f, placement_kind kind, worker* w) noexcept;
+  // fiber_done() publishes completion, wakes the joiner; runs on the fiber,
+  // on worker `w`.
+  void fiber_done(fiber* f, worker* w) noexcept;
+  // drop_ref() releases one reference; the last one recycles the fiber. The
+  // second form is for a caller running on worker `w`.
   void drop_ref(fiber* f) noexcept;
+  void drop_ref(fiber* f, worker& w) noexcept;
 
   // kick_idle(): work is queued behind the busy worker `busy_cpu` and the
   // policy lets idle workers pull it. If nobody is spinning (a spinner will
   // find it), wake one parked worker so it can balance.
-  void kick_idle(int busy_cpu) noexcept;
+  void kick_idle(int busy_cpu, worker* w) noexcept;
 
   std::atomic<int> nr_spinning{0};
   std::atomic<int> nr_parked{0};
 
  private:
   std::uint64_t external_random() noexcept;
+  void recycle(fiber* f, worker* w) noexcept;
 
   options opts_;
   topology topo_;
@@ -212,6 +244,7 @@ class runtime_impl {
   engine engine_;
   stack_pool pool_;
   worker_unit unit_ = worker_unit::pu;
+  bool pulls_when_idle_ = false;  // the policy's, asked once
   bool pinned_ = false;
   bool oversubscribed_ = false;
   double cycles_per_ns_ = 1.0;

@@ -133,6 +133,21 @@ fiber* stack_pool::take() {
   return fresh.front();
 }
 
+std::size_t stack_pool::take(fiber** out, std::size_t max) {
+  {
+    std::lock_guard<spinlock> g(lock_);
+    const std::size_t n = std::min(max, free_.size());
+    if (n > 0) {
+      // The most recently given back last: a cache hands those out first.
+      std::copy(free_.end() - static_cast<std::ptrdiff_t>(n), free_.end(), out);
+      free_.resize(free_.size() - n);
+      return n;
+    }
+  }
+  out[0] = take();
+  return 1;
+}
+
 std::size_t stack_pool::mapped() const {
   std::lock_guard<spinlock> g(lock_);
   return all_.size();

@@ -42,6 +42,9 @@ class stack_pool {
   // take() returns a pooled fiber or maps a new one. Any thread; takes the
   // pool's lock. Throws std::bad_alloc when the kernel refuses a mapping.
   fiber* take();
+  // take(out, max) takes up to `max` fibers (at least one) under one
+  // acquisition of the lock, for a worker's cache; returns how many.
+  std::size_t take(fiber** out, std::size_t max);
   // give() returns fibers to the pool. Any thread; takes the pool's lock.
   void give(fiber* const* list, std::size_t n);
 

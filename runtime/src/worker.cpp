@@ -18,11 +18,6 @@ namespace {
 
 thread_local worker* tls_worker = nullptr;
 
-// Fibers a worker keeps for its own spawns before returning them to the
-// runtime's pool: enough for bursts of short-lived fibers without touching the
-// pool's lock.
-constexpr std::size_t fiber_cache_max = 64;
-
 // Spin-loop iterations between two clock reads / balance attempts while
 // spinning: the clock costs tens of nanoseconds, a pause a few.
 constexpr unsigned spin_poll_iterations = 64;
@@ -36,13 +31,6 @@ constexpr unsigned on_cpu_spins_before_yield = 1024;
 // balance (the kernel kicks its nohz idle balancer at most once per jiffy;
 // 4 ms is a jiffy at HZ=250).
 constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
-
-std::uint64_t splitmix64(std::uint64_t& state) noexcept {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -67,35 +55,25 @@ void worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::uint64_t worker::next_random() noexcept { return splitmix64(rng_); }
-
-std::uint64_t worker::next_fiber_id() noexcept {
-  if (id_next_ == id_end_) {
-    id_next_ = rt_.reserve_ids(runtime_impl::id_block);
-    id_end_ = id_next_ + runtime_impl::id_block;
-  }
-  return id_next_++;
+void worker::reserve_fiber_ids() noexcept {
+  id_next_ = rt_.reserve_ids(runtime_impl::id_block);
+  id_end_ = id_next_ + runtime_impl::id_block;
 }
 
-
-fiber* worker::take_fiber() {
-  if (!fiber_cache_.empty()) {
-    fiber* f = fiber_cache_.back();
-    fiber_cache_.pop_back();
-    return f;
-  }
-  return rt_.pool().take();
+// An empty cache takes half its size from the pool at once: a worker that
+// spawns more fibers than it reaps (the others' fibers end elsewhere) takes
+// the pool's lock once per that many spawns, not on every one.
+void worker::refill_fiber_cache() {
+  fiber_cache_.resize(fiber_cache_max / 2);
+  fiber_cache_.resize(rt_.pool().take(fiber_cache_.data(), fiber_cache_max / 2));
 }
 
-void worker::give_fiber(fiber* f) {
-  if (fiber_cache_.size() == fiber_cache_max) {
-    // Hand half back so a worker that only reaps (its fibers were spawned
-    // elsewhere) does not hoard them.
-    const std::size_t half = fiber_cache_max / 2;
-    rt_.pool().give(fiber_cache_.data() + half, fiber_cache_.size() - half);
-    fiber_cache_.resize(half);
-  }
-  fiber_cache_.push_back(f);
+// A full cache hands half back, so a worker that only reaps (its fibers were
+// spawned elsewhere) does not hoard them.
+void worker::spill_fiber_cache() {
+  const std::size_t half = fiber_cache_max / 2;
+  rt_.pool().give(fiber_cache_.data() + half, fiber_cache_.size() - half);
+  fiber_cache_.resize(half);
 }
 
 void worker::account_idle_busy(bool becoming_idle, std::uint64_t now) noexcept {
@@ -186,7 +164,7 @@ worker_stats worker::stats() const noexcept {
   prev->ctx.fctx = from;
   if (pending_exit_) {
     prev->on_cpu.store(false, std::memory_order_relaxed);
-    rt_.drop_ref(prev);
+    rt_.drop_ref(prev, *this);
   } else {
     prev->on_cpu.store(false, std::memory_order_release);
   }
@@ -198,8 +176,10 @@ void worker::fiber_entry(bctx::transfer_t t) {
   w->finish_switch(t.fctx);
   fiber* self = w->current_;
   self->task->invoke(self->task);
-  self->rt->fiber_done(self);
-  worker_of_this_thread()->exit_current();
+  // The task may have moved to another worker: look again, once.
+  w = worker_of_this_thread();
+  w->rt_.fiber_done(self, w);
+  w->exit_current();
 }
 
 void worker::yield_current(prev_action action) {
@@ -277,7 +257,7 @@ void worker::tick(std::int64_t now) {
   if (e.policy().balances_periodically() && e.rq(index_).nr_queued.load(std::memory_order_relaxed) > 0 &&
       now - last_idle_kick_ns_ >= idle_kick_interval_ns) {
     last_idle_kick_ns_ = now;
-    rt_.kick_idle(index_);
+    rt_.kick_idle(index_, this);
   }
 }
 
@@ -289,7 +269,7 @@ void worker::run_timers(std::int64_t now) {
     const timer_entry e = timers_.back();
     timers_.pop_back();
     // A stale entry (the wait was notified first) fails the claim.
-    if (claim(*e.f, e.token)) rt_.schedule(e.f, placement_kind::wake);
+    if (claim(*e.f, e.token)) rt_.schedule(e.f, placement_kind::wake, this);
   }
 }
 
