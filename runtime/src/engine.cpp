@@ -43,8 +43,12 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       fair_(policy_->fair_queue()),
       lifo_(!fair_ && policy_->lifo_queue()),
       tracks_load_(fair_ && cfg_.load_tracking),
+      places_without_snapshot_(policy_->places_without_snapshot()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
+  if (!fair_) {
+    for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
+  }
   sd_state_.resize(nr_cpus());
   level_counters_.resize(nr_cpus());
   for (std::size_t c = 0; c < nr_cpus(); ++c) {
@@ -59,31 +63,10 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
 
 // ---- queue structures --------------------------------------------------------
 
-// `publish`: the insert makes a fiber runnable that its worker may not know
-// about (a wake-up, a spawn, a migration): the count is stored seq_cst for
-// the park protocol. A requeue by the running worker itself needs no such
-// ordering and skips the fence the seq_cst store costs.
-void engine::queue_insert(runqueue& q, sched_entity* se, bool publish, bool front) noexcept {
-  list_link(q, se, front);
-  if (fair_) q.timeline.insert(*se);
-  if (se->pinned >= 0) {
-    q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
-  // seq_cst: this store and the pusher's later read of the worker's park
-  // word pair with the parker's write of its park word and read of this
-  // count (worker.cpp, idle_wait), so one side always sees the other.
-  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) + 1,
-                    publish ? std::memory_order_seq_cst : std::memory_order_relaxed);
-}
+void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept { q.timeline.insert(*se); }
 
-void engine::queue_remove(runqueue& q, sched_entity* se) noexcept {
-  list_unlink(q, se);
-  if (se == q.runnext) q.runnext = nullptr;
-  if (fair_) q.timeline.erase(q.timeline.iterator_to(*se));
-  if (se->pinned >= 0) {
-    q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  }
-  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+void engine::timeline_erase(runqueue& q, sched_entity* se) noexcept {
+  q.timeline.erase(q.timeline.iterator_to(*se));
 }
 
 sched_entity* engine::queue_first(runqueue& q) noexcept {
@@ -254,7 +237,7 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
                        std::vector<cpu_snapshot>& scratch, std::int64_t now) {
   if (se.pinned >= 0) return se.pinned;
   if (nr_cpus() == 1) return 0;
-  if (policy_->places_without_snapshot()) {
+  if (places_without_snapshot_) {
     if (scratch.size() != nr_cpus()) scratch.resize(nr_cpus());
   } else {
     snapshot(scratch, now);
@@ -286,6 +269,7 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
 // ---- enqueue / pick ------------------------------------------------------------
 
 unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int64_t now) {
+  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind);
   runqueue& q = rq(cpu);
   // The fiber's vruntime and load were last kept relative to the worker it
   // left; read that worker's min_vruntime before taking our own lock (no
@@ -369,8 +353,60 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   return queued;
 }
 
+// enqueue() for FIFO and LIFO without load tracking: what is left of it
+// when there is no clock, no vruntime, no preemption check and nothing to
+// publish but the count.
+unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noexcept {
+  runqueue& q = rq(cpu);
+  q.lock.lock();
+  se->cpu = cpu;
+  se->on_rq.store(true, std::memory_order_relaxed);
+  ++q.nr_running;
+  q.load_weight += se->weight;
+  const bool run_next = !lifo_ && kind == enqueue_kind::spawn_local;
+  if (run_next && q.runnext) {
+    list_unlink(q, q.runnext);
+    list_link(q, q.runnext, false);
+  }
+  queue_insert(q, se, true, lifo_ || run_next);
+  if (run_next) q.runnext = se;
+  const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
+  q.lock.unlock();
+  return queued;
+}
+
+// pick_next(cpu, prev, block or exit) for FIFO and LIFO without load
+// tracking: prev leaves the runqueue and the first queued fiber, if any,
+// runs. There is no time to account (the clock is not read), and every pick
+// gets the fixed slice the runqueue was given at construction.
+sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action) noexcept {
+  runqueue& q = rq(cpu);
+  q.lock.lock();
+  assert(q.curr == prev);
+  if (action == prev_action::block && prev->wake_pending) [[unlikely]] {
+    // A wake-up came first: the block is a requeue, which the full path
+    // handles (wake_pending stays set; only this worker clears it).
+    q.lock.unlock();
+    return pick_next(cpu, prev, prev_action::requeue, 0);
+  }
+  --q.nr_running;
+  q.load_weight -= prev->weight;
+  sched_entity* next = q.head;
+  if (next) queue_remove(q, next);
+  q.curr = next;
+  q.need_resched.store(false, std::memory_order_relaxed);
+  q.idle.store(next == nullptr, std::memory_order_relaxed);
+  // Last, as in pick_next(): from here a waker may enqueue prev elsewhere.
+  prev->on_rq.store(false, std::memory_order_release);
+  q.lock.unlock();
+  return next;
+}
+
 sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
                                int* pushed_to) {
+  if (!fair_ && !tracks_load_ && prev && (action == prev_action::block || action == prev_action::exit)) {
+    return leave_fifo(cpu, prev, action);
+  }
   runqueue& q = rq(cpu);
   const bool yielding = action == prev_action::yield;
   if (yielding) action = prev_action::requeue;
@@ -427,8 +463,13 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // Its time in the queue accrues as runnable, not running, when it is
     // next updated (pelt_update_running, from the pick time kept below).
     q.curr = next;
-    next->exec_start = now;
-    next->prev_sum_exec = next->sum_exec;
+    // Only the fair discipline keeps time: under FIFO and LIFO these stay
+    // 0, and a fiber's sched_entity beyond its first line is never written
+    // after the fiber is made (see struct fiber).
+    if (fair_) {
+      next->exec_start = now;
+      next->prev_sum_exec = next->sum_exec;
+    }
     q.slice_ns = sched_slice(q, *next);
     if (fair_) update_min_vruntime(q);
   }

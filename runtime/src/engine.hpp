@@ -350,9 +350,40 @@ class engine {
 
  private:
   // `front`: at the head of the FIFO list (the LIFO discipline's push).
-  void queue_insert(runqueue& q, sched_entity* se, bool publish = true, bool front = false) noexcept;
-  void queue_remove(runqueue& q, sched_entity* se) noexcept;
+  // `publish`: the insert makes a fiber runnable that its worker may not
+  // know about (a wake-up, a spawn, a migration): the count is stored
+  // seq_cst for the park protocol. A requeue by the running worker itself
+  // needs no such ordering and skips the fence the seq_cst store costs.
+  // Inline (the timeline's part is not): every enqueue and pick runs them.
+  void queue_insert(runqueue& q, sched_entity* se, bool publish = true, bool front = false) noexcept {
+    list_link(q, se, front);
+    if (fair_) timeline_insert(q, se);
+    if (se->pinned >= 0) {
+      q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    // seq_cst: this store and the pusher's later read of the worker's park
+    // word pair with the parker's write of its park word and read of this
+    // count (worker.cpp, idle_wait), so one side always sees the other.
+    q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) + 1,
+                      publish ? std::memory_order_seq_cst : std::memory_order_relaxed);
+  }
+  void queue_remove(runqueue& q, sched_entity* se) noexcept {
+    list_unlink(q, se);
+    if (se == q.runnext) q.runnext = nullptr;
+    if (fair_) timeline_erase(q, se);
+    if (se->pinned >= 0) {
+      q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    }
+    q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+  static void timeline_insert(runqueue& q, sched_entity* se) noexcept;
+  static void timeline_erase(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
+  // The FIFO and LIFO disciplines without load tracking have no clock, no
+  // vruntime and nothing to publish but the queue count: enqueue() and
+  // pick_next() go straight to these.
+  unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noexcept;
+  sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action) noexcept;
   // The queue-order list alone (no counts, no timeline); inline, for the
   // yield path.
   static void list_link(runqueue& q, sched_entity* se, bool front) noexcept {
@@ -388,6 +419,7 @@ class engine {
   bool fair_;
   bool lifo_;  // LIFO discipline (policy::lifo_queue()), never with fair_
   bool tracks_load_;
+  bool places_without_snapshot_;  // the policy's, asked once
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
   std::unique_ptr<cpu_counters[]> counters_;

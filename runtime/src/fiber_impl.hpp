@@ -41,35 +41,46 @@ inline bool claim(waitable& w, std::uint64_t token) noexcept {
 // by its runtime's wake placement, a thread is unparked.
 void resume(waitable& w) noexcept;
 
-// The waitable base comes first: a waker claims the wait token and then
-// queues the fiber (its sched_entity's links, cpu, pin and on_rq), and with
-// both at the start of the block that is one cache line taken from the
-// fiber's last worker, not two.
+// The control block is laid out by who touches what, one cache line per
+// role, because a fiber that another worker steals or wakes carries every
+// line it touches from one core to the other:
+//  - line 0, the wake-up: the waitable base comes first; a waker claims the
+//    wait token and then queues the fiber (its sched_entity's links, cpu,
+//    pin and on_rq): one line taken from the fiber's last worker, not two.
+//  - the rest of the sched_entity: vruntime and PELT, fair policies only
+//    (the FIFO and LIFO disciplines never write it after construction).
+//  - the run: what the first switch into the fiber, every switch, its exit
+//    and its join read and write, on a line of its own.
+//  - then what only the spawning side reads: identity, the block, the
+//    joiner's token.
 struct fiber : waitable, sched_entity {
-  exec_context ctx;
+  // ---- the run line ----
+  // ctx.fctx is null until the fiber first runs: its initial frame is made
+  // by the worker that switches into it (worker::switch_to), which writes
+  // the top of the stack on that worker's core, not the spawner's.
+  alignas(64) exec_context ctx;
   // True from the moment a worker switches into this fiber until the context
   // that replaced it has saved its registers (the kernel's p->on_cpu). A
   // fiber can be made runnable, and even be taken by another worker, while
   // it is still switching away; whoever resumes it waits for this to clear.
   std::atomic<bool> on_cpu{false};
-
-  runtime_impl* rt = nullptr;
-  std::uint64_t id = 0;
-  task_base* task = nullptr;
-  // A task frame too big for the fiber's mapping is allocated on the heap.
-  void* heap_frame = nullptr;
-  std::size_t heap_frame_align = 0;
-
-  // Two references while running: the fiber's own (dropped by the context
-  // that runs after its exit) and its join_handle's.
-  std::atomic<std::uint32_t> refs{0};
-
   // Completion and the joiner, under join_lock.
   spinlock join_lock;
   std::atomic<bool> done{false};
   bool detached = false;
+  // Two references while running: the fiber's own (dropped by the context
+  // that runs after its exit) and its join_handle's.
+  std::atomic<std::uint32_t> refs{0};
+  task_base* task = nullptr;
   waitable* joiner = nullptr;
+
+  // ---- set at the spawn, read by the spawning and joining side ----
   std::uint64_t joiner_token = 0;
+  runtime_impl* rt = nullptr;
+  std::uint64_t id = 0;
+  // A task frame too big for the fiber's mapping is allocated on the heap.
+  void* heap_frame = nullptr;
+  std::size_t heap_frame_align = 0;
 
   // The block this fiber lives in: [block, block + page) is the guard page
   // (PROT_NONE when `guarded`, see stack_pool.hpp), the stack grows down

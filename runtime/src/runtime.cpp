@@ -250,17 +250,22 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
   f->cpu = -1;
   f->on_rq.store(false, std::memory_order_relaxed);
   f->wake_pending = false;
-  f->vruntime = 0;
-  f->sum_exec = 0;
-  f->prev_sum_exec = 0;
-  f->exec_start = 0;
+  // The time the fair discipline keeps; under FIFO and LIFO it is never
+  // written and stays 0, and its cache lines stay where they are.
+  if (engine_.fair()) {
+    f->vruntime = 0;
+    f->sum_exec = 0;
+    f->prev_sum_exec = 0;
+    f->exec_start = 0;
+  }
   f->refs.store(2, std::memory_order_relaxed);
   f->done.store(false, std::memory_order_relaxed);
   f->detached = false;
   f->joiner = nullptr;
   f->on_cpu.store(false, std::memory_order_relaxed);
   sanitizer_unpoison_stack(f->ctx.stack_bottom, f->ctx.stack_size);
-  f->ctx.fctx = bctx::make_fcontext(f->stack_top, f->ctx.stack_size, &worker::fiber_entry);
+  // Its first frame is made where it first runs (worker::switch_to).
+  f->ctx.fctx = nullptr;
   if (w) {
     w->spawned_.store(w->spawned_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   } else {
@@ -276,10 +281,8 @@ void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w) noexcept {
   if (kind == placement_kind::wake && engine_.wake_running(f)) return;
   // The engine's clock is read only by the disciplines that account time.
   const std::int64_t now = engine_.fair() || engine_.tracks_load() ? engine_now_ns() : 0;
-  thread_local std::vector<cpu_snapshot> external_scratch;
-  const int cpu = engine_.select_cpu(kind, *f, w ? w->index() : -1,
-                                     w ? w->next_random() : external_random(),
-                                     w ? w->scratch() : external_scratch, now);
+  const int cpu = w ? engine_.select_cpu(kind, *f, w->index(), w->next_random(), w->scratch(), now)
+                    : select_cpu_external(kind, *f, now);
   // Publish (a seq_cst store of the queue count), then check the park word:
   // paired with the parker's announce-then-check in worker::idle_wait().
   enqueue_kind how = enqueue_kind::wakeup;
@@ -293,6 +296,13 @@ void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w) noexcept {
   if (queued > 0 && pulls_when_idle_ && !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
     kick_idle(cpu, w);
   }
+}
+
+// A thread outside the runtime places with its own scratch space and the
+// shared generator.
+int runtime_impl::select_cpu_external(placement_kind kind, const fiber& f, std::int64_t now) {
+  thread_local std::vector<cpu_snapshot> scratch;
+  return engine_.select_cpu(kind, f, -1, external_random(), scratch, now);
 }
 
 // One parked worker is enough: it balances, and wakes no others. The start

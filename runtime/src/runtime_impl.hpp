@@ -236,6 +236,7 @@ class runtime_impl {
  private:
   std::uint64_t external_random() noexcept;
   void recycle(fiber* f, worker* w) noexcept;
+  int select_cpu_external(placement_kind kind, const fiber& f, std::int64_t now);
 
   options opts_;
   topology topo_;
