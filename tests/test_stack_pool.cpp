@@ -126,3 +126,30 @@ TEST_CASE("stack pool: a waker touches one cache line of a pooled fiber", "[stac
   }
   pool.give(&f, 1);
 }
+
+TEST_CASE("stack pool: a fiber's run touches one more line of its control block", "[stack_pool]") {
+  // What the first switch into a fiber, every switch, its exit and its join
+  // read and write (the context, on_cpu, completion, references, the task,
+  // the joiner) share one cache line of their own; a stolen fiber carries
+  // it and line 0 between workers, and nothing else of its control block.
+  stack_pool pool(64 * 1024, 64);
+  fiber* f = pool.take();
+  const auto base = reinterpret_cast<std::uintptr_t>(f);
+  const auto line_of = [&](const auto& field) { return (reinterpret_cast<std::uintptr_t>(&field) - base) / 64; };
+  const auto last_line_of = [&](const auto& field) {
+    return (reinterpret_cast<std::uintptr_t>(&field) + sizeof(field) - 1 - base) / 64;
+  };
+  const std::uintptr_t run = line_of(f->ctx);
+  CHECK(run > 0);
+  for (std::uintptr_t l : {last_line_of(f->ctx), line_of(f->on_cpu), line_of(f->join_lock), line_of(f->done),
+                           line_of(f->detached), line_of(f->refs), line_of(f->task), last_line_of(f->joiner)}) {
+    CHECK(l == run);
+  }
+  // The spawning side's fields are elsewhere.
+  CHECK(line_of(f->rt) != run);
+  CHECK(line_of(f->id) != run);
+  // A fiber that never ran has no frame yet: the worker that first runs it
+  // makes one at the top of the stack the run line describes.
+  CHECK(static_cast<const char*>(f->ctx.stack_bottom) + f->ctx.stack_size == f->stack_top);
+  pool.give(&f, 1);
+}
