@@ -64,8 +64,9 @@ void worker::reserve_fiber_ids() noexcept {
 // spawns more fibers than it reaps (the others' fibers end elsewhere) takes
 // the pool's lock once per that many spawns, not on every one.
 void worker::refill_fiber_cache() {
-  fiber_cache_.resize(fiber_cache_max / 2);
-  fiber_cache_.resize(rt_.pool().take(fiber_cache_.data(), fiber_cache_max / 2));
+  fiber* got[fiber_cache_max / 2];
+  const std::size_t n = rt_.pool().take(got, fiber_cache_max / 2);
+  fiber_cache_.insert(fiber_cache_.end(), got, got + n);
 }
 
 // A full cache hands half back, so a worker that only reaps (its fibers were
