@@ -319,8 +319,12 @@ void worker::idle_wait() {
 
   // Spin: a fiber is often made runnable again within microseconds (a reply,
   // a released lock), and waking from a futex costs far more than that.
+  // The loop's clock is the engine's (a counter read): a wake-up that
+  // arrives while the loop is away from its poll waits for it, so that
+  // part is kept short. Timer deadlines are on the steady clock, read only
+  // when there is a timer.
   rt_.nr_spinning.fetch_add(1, std::memory_order_seq_cst);
-  const std::int64_t spin_until = now_ns() + rt_.spin_ns();
+  const std::int64_t spin_until = engine_now_ns() + rt_.spin_ns();
   bool found = false;
   for (unsigned i = 1;; ++i) {
     if (q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping()) {
@@ -328,12 +332,12 @@ void worker::idle_wait() {
       break;
     }
     if (i % spin_poll_iterations == 0) {
-      const std::int64_t now = now_ns();
-      if (!timers_.empty() && timers_.front().deadline <= now) {
+      const std::int64_t now = engine_now_ns();
+      if (!timers_.empty() && timers_.front().deadline <= now_ns()) {
         found = true;
         break;
       }
-      if (pulls && rt_.eng().newidle_balance(index_, engine_now_ns(), next_random(), scratch_) > 0) {
+      if (pulls && rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
         found = true;
         break;
       }
