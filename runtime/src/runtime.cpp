@@ -204,8 +204,6 @@ std::uint64_t runtime_impl::external_random() noexcept {
 // ---- fibers ----------------------------------------------------------------
 
 fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
-  // The one look-up of the calling thread's worker for this spawn: the slot
-  // carries it to start() and schedule().
   worker* w = local_worker();
   fiber* f = w ? w->take_fiber() : pool_.take();
   if (pool_.take_budget_exhausted_notice()) [[unlikely]] {
@@ -225,7 +223,7 @@ fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
     f->heap_frame = frame;
     f->heap_frame_align = align;
   }
-  return {f, frame, w};
+  return {f, frame};
 }
 
 void runtime_impl::discard(fiber* f, worker* w) noexcept {
@@ -463,10 +461,14 @@ fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
   return rt.allocate(size, align);
 }
 
-void discard_fiber(runtime_impl& rt, const fiber_slot& slot) noexcept { rt.discard(slot.f, slot.local); }
+// The calling thread's worker is looked up again here, not carried over from
+// allocate_fiber(): constructing the task frame in between runs the caller's
+// code (a move constructor), which may block, and the spawning fiber may then
+// continue on another worker. start() passes it on to the placement.
+void discard_fiber(runtime_impl& rt, fiber* f) noexcept { rt.discard(f, rt.local_worker()); }
 
-void start_fiber(runtime_impl& rt, const fiber_slot& slot, task_base* task, const spawn_options& opts) {
-  rt.start(slot.f, task, opts, slot.local);
+void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts) {
+  rt.start(f, task, opts, rt.local_worker());
 }
 
 void join_fiber(fiber* f) {

@@ -192,10 +192,10 @@ auto detail_spawn(detail::runtime_impl& rt, const spawn_options& opts, F&& f, Ar
   try {
     t = ::new (slot.frame) frame(std::forward<F>(f), std::forward<Args>(args)...);
   } catch (...) {
-    detail::discard_fiber(rt, slot);
+    detail::discard_fiber(rt, slot.f);
     throw;
   }
-  detail::start_fiber(rt, slot, t, opts);
+  detail::start_fiber(rt, slot.f, t, opts);
   return join_handle<R>(slot.f, t);
 }
 

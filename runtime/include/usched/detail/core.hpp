@@ -14,7 +14,6 @@ struct spawn_options;
 namespace usched::detail {
 
 class runtime_impl;
-class worker;
 struct fiber;
 
 // A spawned callable and its result, placed in the memory of the fiber that
@@ -29,13 +28,10 @@ struct task_base {
   std::exception_ptr error;
 };
 
-// Memory for a task frame inside a fresh fiber, and the worker of the
-// fiber's runtime that the spawning thread is (null on any other thread):
-// found once, at allocation, and used again by start_fiber().
+// Memory for a task frame inside a fresh fiber.
 struct fiber_slot {
   fiber* f = nullptr;
   void* frame = nullptr;
-  worker* local = nullptr;
 };
 
 // runtime_of_current_fiber() returns the runtime of the fiber calling it, or
@@ -50,12 +46,12 @@ fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
 
 // discard_fiber() returns a fiber that was allocated but never started (its
 // task frame failed to construct).
-void discard_fiber(runtime_impl& rt, const fiber_slot& slot) noexcept;
+void discard_fiber(runtime_impl& rt, fiber* f) noexcept;
 
-// start_fiber() makes the slot's fiber runnable with `task` as its body,
-// placed as the options and the policy say. The fiber then holds one
-// reference for the caller's join_handle.
-void start_fiber(runtime_impl& rt, const fiber_slot& slot, task_base* task, const spawn_options& opts);
+// start_fiber() makes `f` runnable with `task` as its body, placed as the
+// options and the policy say. The returned fiber holds one reference for the
+// caller's join_handle.
+void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts);
 
 // join_fiber() blocks the calling fiber or thread until `f` has finished.
 void join_fiber(fiber* f);
