@@ -606,8 +606,10 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, std::
       q.pelt.attach(se->avg, se->weight);
       q.pelt.enqueue_runnable(se->avg);
     }
-    // A migrated fiber is cold on its new worker.
-    se->exec_start = now - cfg_.migration_cost_ns;
+    // A migrated fiber is cold on its new worker. Only the fair discipline
+    // keeps time (and reads it, for cache-hotness): under FIFO and LIFO the
+    // store would only move a line of a stolen fiber to the thief.
+    if (fair_) se->exec_start = now - cfg_.migration_cost_ns;
     se->cpu = dst;
     se->on_rq.store(true, std::memory_order_relaxed);
     ++q.nr_running;
