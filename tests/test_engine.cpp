@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "engine.hpp"
@@ -96,6 +97,50 @@ TEST_CASE("engine: a wake-up that beats the block keeps the fiber runnable", "[e
   c = e.pick_next(0, &a, prev_action::block, 0);
   CHECK(c == &b);
   CHECK_FALSE(e.wake_running(&a));
+}
+
+TEST_CASE("engine: FIFO and LIFO block and exit keep the counts, and a woken block requeues behind",
+          "[engine]") {
+  const char* policy = GENERATE("none", "steal-lifo");
+  INFO(policy);
+  engine e = make_engine("pack:1 core:2 pu:1", 2, policy);
+  std::deque<sched_entity> f(3);
+  f[2].pinned = 0;
+  for (auto& se : f) e.enqueue(0, &se, enqueue_kind::spawn, 0);
+  const auto& q = e.rq(0);
+  CHECK(q.nr_running == 3);
+  CHECK(q.nr_pinned.load() == 1);
+  // LIFO runs the newest first.
+  const bool lifo = std::string(policy) == "steal-lifo";
+  sched_entity* first = lifo ? &f[2] : &f[0];
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == first);
+  // A wake-up beats the block: it becomes a requeue behind the others.
+  CHECK(e.wake_running(c));
+  sched_entity* next = e.pick_next(0, c, prev_action::block, 0);
+  CHECK(next == &f[1]);
+  CHECK(c->on_rq.load());
+  CHECK_FALSE(c->wake_pending);
+  CHECK(q.nr_running == 3);
+  CHECK(q.nr_queued.load() == 2);
+  // A real block and an exit leave the runqueue and its counts.
+  sched_entity* after = e.pick_next(0, next, prev_action::block, 0);
+  CHECK_FALSE(f[1].on_rq.load());
+  CHECK(q.nr_running == 2);
+  CHECK(after == (lifo ? &f[0] : &f[2]));
+  sched_entity* last = e.pick_next(0, after, prev_action::exit, 0);
+  CHECK(q.nr_running == 1);
+  CHECK(last == (lifo ? &f[2] : &f[0]));
+  // Only queued fibers count as pinned: the last one is running.
+  CHECK(q.nr_queued.load() == 0);
+  CHECK(q.nr_pinned.load() == 0);
+  CHECK(e.pick_next(0, last, prev_action::exit, 0) == nullptr);
+  CHECK(q.nr_running == 0);
+  CHECK(q.nr_queued.load() == 0);
+  CHECK(q.nr_pinned.load() == 0);
+  CHECK(q.load_weight == 0);
+  CHECK(q.curr == nullptr);
+  CHECK(q.idle.load());
 }
 
 TEST_CASE("engine: detach skips pinned fibers, honours the amount and the cap", "[engine]") {

@@ -69,6 +69,30 @@ TEST_CASE("stack pool: stacks are guarded up to the budget, then mapped without 
   pool.give(&again, 1);
 }
 
+TEST_CASE("stack pool: a batch take hands out the most recently returned first, then maps",
+          "[stack_pool]") {
+  stack_pool pool(64 * 1024, 64);
+  std::vector<fiber*> taken;
+  for (int i = 0; i < 20; ++i) taken.push_back(pool.take());
+  CHECK(pool.mapped() == 32);  // two slabs of 16
+  pool.give(taken.data(), taken.size());
+  // Up to `max` at once, the last given back at the end (a cache's back).
+  fiber* out[8] = {};
+  REQUIRE(pool.take(out, 8) == 8);
+  for (int i = 0; i < 8; ++i) CHECK(out[i] == taken[static_cast<std::size_t>(12 + i)]);
+  // Fewer left than asked for: what there is.
+  fiber* rest[64] = {};
+  const std::size_t n = pool.take(rest, 64);
+  CHECK(n == 32 - 8);
+  // Nothing left: one, from a new slab.
+  fiber* fresh[8] = {};
+  CHECK(pool.take(fresh, 8) == 1);
+  CHECK(pool.mapped() == 48);
+  pool.give(out, 8);
+  pool.give(rest, n);
+  pool.give(fresh, 1);
+}
+
 TEST_CASE("stack pool: a budget never runs out when it covers every stack", "[stack_pool]") {
   stack_pool pool(64 * 1024, 1024);
   std::vector<fiber*> taken;
