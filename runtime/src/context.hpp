@@ -33,6 +33,11 @@ struct exec_context {
   std::size_t stack_size = 0;          // usable bytes (ASan)
   void* asan_fake_stack = nullptr;     // ASan's fake-stack handle while suspended
   void* tsan_fiber = nullptr;          // TSan's logical thread of this context
+
+  // The top of the stack: where a context's first frame is made.
+  void* stack_top() const noexcept {
+    return static_cast<char*>(const_cast<void*>(stack_bottom)) + stack_size;
+  }
 };
 
 // jump() suspends `from` and resumes `to`, handing it `data`. It returns when

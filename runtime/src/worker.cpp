@@ -146,12 +146,10 @@ worker_stats worker::stats() const noexcept {
   next->on_cpu.store(true, std::memory_order_relaxed);
   // A fiber's first frame is made here, by the worker that runs it, so the
   // top of its stack is written on this core rather than the spawner's. The
-  // stack ends where the control block's run line says, not at stack_top,
-  // which is on a line only the spawning side reads.
+  // top comes from the context, on the control block's run line, not from
+  // fiber::stack_top, on a line only the spawning side reads.
   if (!next->ctx.fctx) [[unlikely]] {
-    next->ctx.fctx = bctx::make_fcontext(static_cast<char*>(const_cast<void*>(next->ctx.stack_bottom)) +
-                                             next->ctx.stack_size,
-                                         next->ctx.stack_size, &worker::fiber_entry);
+    next->ctx.fctx = bctx::make_fcontext(next->ctx.stack_top(), next->ctx.stack_size, &worker::fiber_entry);
   }
   // Leaving the idle context happens only right after find_work(), whose
   // counter read is recent enough: a second read would cost the wake-up
