@@ -329,23 +329,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
       if (static_cast<std::int64_t>(se->vruntime - floor) < 0) se->vruntime = floor;
     }
   }
-  se->cpu = cpu;
-  se->on_rq.store(true, std::memory_order_relaxed);
-  ++q.nr_running;
-  q.load_weight += se->weight;
-  // seq_cst even for a local spawn: the store then precedes the spawner's
-  // look at the parked workers (runtime_impl::kick_idle), which a parked
-  // worker's announce-then-look pairs with.
-  // Under LIFO every spawned or woken fiber goes to the front; under FIFO
-  // only a local spawn does, into the runnext slot, and the fiber that held
-  // the slot goes to the back like any other queued fiber.
-  const bool run_next = !fair_ && !lifo_ && kind == enqueue_kind::spawn_local;
-  if (run_next && q.runnext) {
-    list_unlink(q, q.runnext);
-    list_link(q, q.runnext, false);
-  }
-  queue_insert(q, se, true, lifo_ || run_next);
-  if (run_next) q.runnext = se;
+  add_runnable(cpu, q, se, kind);
   if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
@@ -359,17 +343,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
 unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
-  se->cpu = cpu;
-  se->on_rq.store(true, std::memory_order_relaxed);
-  ++q.nr_running;
-  q.load_weight += se->weight;
-  const bool run_next = !lifo_ && kind == enqueue_kind::spawn_local;
-  if (run_next && q.runnext) {
-    list_unlink(q, q.runnext);
-    list_link(q, q.runnext, false);
-  }
-  queue_insert(q, se, true, lifo_ || run_next);
-  if (run_next) q.runnext = se;
+  add_runnable(cpu, q, se, kind);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
   return queued;

@@ -376,6 +376,27 @@ class engine {
     }
     q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
+  // add_runnable() is the end of every enqueue, under q's lock: se counts
+  // as runnable on `cpu` and joins the queue. The count is published
+  // seq_cst even for a local spawn: the store then precedes the spawner's
+  // look at the parked workers (runtime_impl::kick_idle), which a parked
+  // worker's announce-then-look pairs with. Under LIFO every spawned or
+  // woken fiber goes to the front; under FIFO only a local spawn does, into
+  // the runnext slot, and the fiber that held the slot goes to the back like
+  // any other queued fiber.
+  void add_runnable(int cpu, runqueue& q, sched_entity* se, enqueue_kind kind) noexcept {
+    se->cpu = cpu;
+    se->on_rq.store(true, std::memory_order_relaxed);
+    ++q.nr_running;
+    q.load_weight += se->weight;
+    const bool run_next = !fair_ && !lifo_ && kind == enqueue_kind::spawn_local;
+    if (run_next && q.runnext) {
+      list_unlink(q, q.runnext);
+      list_link(q, q.runnext, false);
+    }
+    queue_insert(q, se, true, lifo_ || run_next);
+    if (run_next) q.runnext = se;
+  }
   static void timeline_insert(runqueue& q, sched_entity* se) noexcept;
   static void timeline_erase(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
