@@ -40,6 +40,53 @@ struct exec_context {
   }
 };
 
+// switch_fcontext() is bctx::jump_fcontext(), called so that the return-
+// address predictor stays in step.
+//
+// Boost.Context's x86-64 switch is entered by a call, which pushes an entry on
+// the CPU's return stack buffer, but it leaves by an indirect jump to the
+// resumed context's saved address, which pops nothing. Each switch so leaves
+// one stale entry on top of the buffer, and the next `ret` executed (the
+// return out of the switching function, in the context just resumed) is
+// predicted to go to that stale address and mispredicts. On the 2-vCPU EPYC
+// the benchmarks run on, two fibers swapping through a non-inlined function
+// take 18 ns a switch against 9.4 ns when the call is balanced: the
+// misprediction was half of every switch.
+//
+// The balanced form pushes the return address by hand and jumps, so nothing is
+// pushed on the buffer and the next `ret` pops the right entry. It is the same
+// call as far as the ABI is concerned: jump_fcontext() saves and restores the
+// callee-saved registers and the x87/SSE control words, and leaves with the
+// stack pointer where the call left it, its address popped; everything else
+// is listed as clobbered. The 128 bytes below the stack pointer are skipped
+// first, since the compiler may keep values in that red zone. Under shadow
+// stacks (-fcf-protection=return) a hand-pushed return address would not be
+// on the shadow stack, so there, and off x86-64, it is an ordinary call.
+#if defined(__x86_64__) && defined(__ELF__) && !(defined(__CET__) && (__CET__ & 2))
+inline bctx::transfer_t switch_fcontext(bctx::fcontext_t to, void* data) noexcept {
+  void* from;
+  void* passed;
+  asm volatile(
+      "leaq -128(%%rsp), %%rsp\n\t"
+      "leaq 1f(%%rip), %%rcx\n\t"
+      "pushq %%rcx\n\t"
+      "jmp jump_fcontext@PLT\n"
+      "1:\n\t"
+      "leaq 128(%%rsp), %%rsp"
+      : "=a"(from), "=d"(passed), "+D"(to), "+S"(data)
+      :
+      : "rcx", "r8", "r9", "r10", "r11", "memory", "cc",  //
+        "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",  //
+        "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",  //
+        "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
+  return bctx::transfer_t{static_cast<bctx::fcontext_t>(from), passed};
+}
+#else
+inline bctx::transfer_t switch_fcontext(bctx::fcontext_t to, void* data) noexcept {
+  return bctx::jump_fcontext(to, data);
+}
+#endif
+
 // jump() suspends `from` and resumes `to`, handing it `data`. It returns when
 // something resumes `from`, with the suspended context of whoever did and the
 // data it passed. `from_exits` says `from` will never be resumed, so ASan can
@@ -56,7 +103,7 @@ inline bctx::transfer_t jump(exec_context& from, exec_context& to, void* data,
 #if USCHED_TSAN
   __tsan_switch_to_fiber(to.tsan_fiber, 0);
 #endif
-  bctx::transfer_t t = bctx::jump_fcontext(to.fctx, data);
+  bctx::transfer_t t = switch_fcontext(to.fctx, data);
 #if USCHED_ASAN
   __sanitizer_finish_switch_fiber(from.asan_fake_stack, nullptr, nullptr);
 #endif
