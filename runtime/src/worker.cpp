@@ -335,7 +335,14 @@ void worker::idle_wait() {
         found = true;
         break;
       }
-      if (pulls && rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
+      // Balance only when some worker has a fiber queued that could be
+      // pulled: the kernel's newidle_balance() returns at once while the root
+      // domain is not overloaded (no CPU with a second task). A balance pass
+      // snapshots every runqueue and asks the policy; skipping it when there
+      // is nothing to take keeps this check short, and a wake-up that
+      // arrives during it waits less.
+      if (pulls && has_other_work() &&
+          rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
         found = true;
         break;
       }
