@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfenv>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -332,4 +334,79 @@ TEST_CASE("a fiber with a preferred NUMA node runs on that node's workers", "[ru
   bad.numa_node = -1;
   bad.weight = 10;
   CHECK_THROWS_WITH(rt.spawn(bad, [] {}), Catch::Contains("spawn_options::weight=10 is out of range"));
+}
+
+TEST_CASE("a fiber starts with the runtime's rounding mode, whatever ran before it", "[runtime][context]") {
+  // Every fiber starts with the floating-point state of the thread that made
+  // the runtime. Half of the fibers change the rounding mode and exit
+  // without restoring it; with one worker each exit switches straight into
+  // the next queued fiber, whose first frame is made right then, inside the
+  // exiting one. Neither that fiber's mode nor a spawner's reaches a new
+  // fiber.
+  for (const int base : {FE_TONEAREST, FE_UPWARD}) {
+    for (const char* policy : {"none", "steal-lifo"}) {
+      for (unsigned workers : {1u, 2u}) {
+        CAPTURE(base, policy, workers);
+        REQUIRE(std::fesetround(base) == 0);
+        usched::runtime rt(usched::test::make_options(policy, workers));
+        REQUIRE(std::fesetround(FE_TONEAREST) == 0);
+        constexpr int n = 64;
+        std::vector<int> seen(n, -1), child_seen(n, -1);
+        rt.run([&] {
+          std::vector<usched::join_handle<void>> hs;
+          for (int i = 0; i < n; ++i) {
+            hs.push_back(usched::spawn([&, i] {
+              seen[static_cast<std::size_t>(i)] = std::fegetround();
+              std::fesetround(i % 2 ? FE_DOWNWARD : FE_TOWARDZERO);
+              if (i % 4 == 0) {
+                usched::spawn([&, i] { child_seen[static_cast<std::size_t>(i)] = std::fegetround(); }).join();
+              }
+              usched::this_fiber::yield();
+            }));
+          }
+          for (auto& h : hs) h.join();
+        });
+        for (int i = 0; i < n; ++i) {
+          CHECK(seen[static_cast<std::size_t>(i)] == base);
+          if (i % 4 == 0) CHECK(child_seen[static_cast<std::size_t>(i)] == base);
+        }
+      }
+    }
+  }
+  // The test thread's own mode was left alone by all of it.
+  CHECK(std::fegetround() == FE_TONEAREST);
+}
+
+TEST_CASE("each fiber keeps its own rounding mode across switches", "[runtime][context]") {
+  // Two fibers with opposite rounding modes take turns on one worker (and
+  // move between two under steal-lifo): a switch saves and restores the
+  // floating-point control state with the other registers.
+  for (unsigned workers : {1u, 2u}) {
+    CAPTURE(workers);
+    usched::runtime rt(usched::test::make_options(workers == 1 ? "none" : "steal-lifo", workers));
+    std::atomic<int> last{-1};
+    std::atomic<int> turns{0};
+    double third[2] = {0, 0};
+    const int wrong = rt.run([&] {
+      auto body = [&](int me, int mode) {
+        std::fesetround(mode);
+        volatile double one = 1.0, three = 3.0;
+        third[me] = one / three;
+        int bad = 0;
+        for (int i = 0; i < 2000; ++i) {
+          usched::this_fiber::yield();
+          if (last.exchange(me) != me) turns.fetch_add(1);
+          bad += std::fegetround() != mode;
+          bad += one / three != third[me];
+        }
+        return bad;
+      };
+      auto up = usched::spawn(body, 0, FE_UPWARD);
+      auto down = usched::spawn(body, 1, FE_DOWNWARD);
+      return up.join() + down.join();
+    });
+    CHECK(wrong == 0);
+    CHECK(third[0] > third[1]);  // the modes really differed
+    if (workers == 1) CHECK(turns.load() >= 2000);
+  }
 }

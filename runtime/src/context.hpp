@@ -10,7 +10,10 @@
 #pragma once
 
 #include <boost/context/detail/fcontext.hpp>
+#include <cfenv>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define USCHED_ASAN 1
@@ -25,6 +28,66 @@
 namespace usched::detail {
 
 namespace bctx = boost::context::detail;
+
+// The floating-point control state: on x86-64 the SSE control and status
+// register and the x87 control word (rounding, precision, exception masks,
+// flush-to-zero and denormals-are-zero), elsewhere the rounding mode.
+//
+// jump_fcontext() keeps each context's state (it saves and restores it with
+// the registers), but make_fcontext() gives a new context the state current
+// when it is made, and a fiber's first frame is made by the worker that first
+// runs it, inside whatever fiber ran there before (worker::switch_to). A
+// fiber that changed its rounding mode or set flush-to-zero and then exited
+// would hand that state to the next new fiber its worker started. Instead
+// every fiber starts with the state of the thread that created the runtime
+// (runtime_impl::initial_fp), as tasks of a TBB arena start with the state
+// captured when the arena was made; what a fiber changes stays with it.
+struct fp_control {
+#if defined(__x86_64__)
+  std::uint32_t mxcsr = 0x1f80;  // the x86-64 ABI's initial values
+  std::uint16_t x87_cw = 0x037f;
+
+  // Reading MXCSR waits for the floating-point work in flight (about 8 ns
+  // here), so the switch path never reads it: a new fiber's state is
+  // written into its first frame instead (set_first_frame_fp).
+  static fp_control current() noexcept {
+    fp_control c;
+    c.mxcsr = __builtin_ia32_stmxcsr();
+    asm volatile("fnstcw %0" : "=m"(c.x87_cw));
+    return c;
+  }
+  void load() const noexcept {
+    __builtin_ia32_ldmxcsr(mxcsr);
+    asm volatile("fldcw %0" : : "m"(x87_cw));
+  }
+#else
+  int rounding = FE_TONEAREST;
+
+  static fp_control current() noexcept { return fp_control{std::fegetround()}; }
+  void load() const noexcept { std::fesetround(rounding); }
+#endif
+};
+
+// Where make_fcontext() keeps the state a new context starts with. Boost's
+// x86-64 System V frame starts with MXCSR (4 bytes) and the x87 control word
+// (2 bytes), which jump_fcontext() loads when it first resumes the context.
+// That layout is Boost's, not a documented interface, so it is checked once
+// (fp_in_first_frame) before anything relies on it; where the check fails,
+// and off x86-64, the fiber's entry loads the state itself.
+inline void set_first_frame_fp(bctx::fcontext_t frame, const fp_control& fp) noexcept {
+#if defined(__x86_64__)
+  std::memcpy(static_cast<char*>(static_cast<void*>(frame)), &fp.mxcsr, sizeof fp.mxcsr);
+  std::memcpy(static_cast<char*>(static_cast<void*>(frame)) + 4, &fp.x87_cw, sizeof fp.x87_cw);
+#else
+  (void)frame;
+  (void)fp;
+#endif
+}
+
+// True if make_fcontext() stores the current state where set_first_frame_fp()
+// writes it: a frame made on a scratch area under a distinctive state must
+// carry that state there.
+bool fp_in_first_frame() noexcept;
 
 // A stack a context runs on, and its sanitizer bookkeeping.
 struct exec_context {

@@ -108,6 +108,8 @@ runtime_impl::runtime_impl(options opts)
       engine_(build_domains(places_), make_policy(opts_.policy), engine_config_of(opts_)),
       pool_(round_to_page(opts_.stack_size)) {
   unit_ = to_detail(opts_.unit);
+  initial_fp_ = fp_control::current();
+  fp_in_frame_ = fp_in_first_frame();
   pulls_when_idle_ = engine_.policy().pulls_when_idle();
   pinned_ = opts_.pin && topo_.pinnable();
   oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());

@@ -193,6 +193,11 @@ class runtime_impl {
   std::string describe() const;
   runtime_stats stats() const;
   double cycles_per_ns() const noexcept { return cycles_per_ns_; }
+  // The floating-point control state every fiber starts with (that of the
+  // thread that made the runtime), and whether it is written into a new
+  // fiber's first frame (see fp_control in context.hpp).
+  const fp_control& initial_fp() const noexcept { return initial_fp_; }
+  bool fp_in_frame() const noexcept { return fp_in_frame_; }
   std::uint64_t tick_cycles() const noexcept { return tick_cycles_; }
   std::int64_t spin_ns() const noexcept { return spin_ns_; }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_seq_cst); }
@@ -246,6 +251,8 @@ class runtime_impl {
   stack_pool pool_;
   worker_unit unit_ = worker_unit::pu;
   bool pulls_when_idle_ = false;  // the policy's, asked once
+  bool fp_in_frame_ = false;
+  fp_control initial_fp_;
   bool pinned_ = false;
   bool oversubscribed_ = false;
   double cycles_per_ns_ = 1.0;

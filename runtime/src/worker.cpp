@@ -2,6 +2,8 @@
 // timers.
 #include <algorithm>
 #include <cassert>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <pthread.h>
 #include <thread>
@@ -38,6 +40,37 @@ constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
 // keep the address of a thread_local across a call within one function. Every
 // read of the current worker goes through this out-of-line function, so it
 // is computed afresh on the thread that runs now.
+namespace {
+[[noreturn]] void never_entered(bctx::transfer_t) { std::abort(); }
+}  // namespace
+
+bool fp_in_first_frame() noexcept {
+#if defined(__x86_64__)
+  static const bool in_frame = [] {
+    // A frame made on a scratch area (make_fcontext only writes it; nothing
+    // runs there) while flush-to-zero and the x87 rounding are flipped.
+    alignas(64) unsigned char area[512];
+    const fp_control saved = fp_control::current();
+    fp_control probe = saved;
+    probe.mxcsr ^= 0x8000u;
+    probe.x87_cw ^= 0x0c00u;
+    probe.load();
+    const bctx::fcontext_t frame = bctx::make_fcontext(area + sizeof area, sizeof area, &never_entered);
+    saved.load();
+    const auto* at = static_cast<const unsigned char*>(static_cast<const void*>(frame));
+    if (at < area || at + 6 > area + sizeof area) return false;
+    std::uint32_t mxcsr = 0;
+    std::uint16_t x87_cw = 0;
+    std::memcpy(&mxcsr, at, sizeof mxcsr);
+    std::memcpy(&x87_cw, at + 4, sizeof x87_cw);
+    return mxcsr == probe.mxcsr && x87_cw == probe.x87_cw;
+  }();
+  return in_frame;
+#else
+  return false;
+#endif
+}
+
 [[gnu::noinline]] worker* worker_of_this_thread() noexcept {
   asm volatile("" ::: "memory");
   return tls_worker;
@@ -148,8 +181,11 @@ worker_stats worker::stats() const noexcept {
   // top of its stack is written on this core rather than the spawner's. The
   // top comes from the context, on the control block's run line, not from
   // fiber::stack_top, on a line only the spawning side reads.
+  // It starts with the runtime's floating-point state, not that of the
+  // context running now, which make_fcontext() copies (see fp_control).
   if (!next->ctx.fctx) [[unlikely]] {
     next->ctx.fctx = bctx::make_fcontext(next->ctx.stack_top(), next->ctx.stack_size, &worker::fiber_entry);
+    if (rt_.fp_in_frame()) set_first_frame_fp(next->ctx.fctx, rt_.initial_fp());
   }
   // Leaving the idle context happens only right after find_work(), whose
   // counter read is recent enough: a second read would cost the wake-up
@@ -183,6 +219,9 @@ void worker::fiber_entry(bctx::transfer_t t) {
   auto* w = static_cast<worker*>(t.data);
   w->finish_switch(t.fctx);
   fiber* self = w->current_;
+  // Where the first frame could not be given the runtime's floating-point
+  // state (see fp_control), take it now.
+  if (!w->rt_.fp_in_frame()) [[unlikely]] w->rt_.initial_fp().load();
   self->task->invoke(self->task);
   // The task may have moved to another worker: look again, once.
   w = worker_of_this_thread();
