@@ -60,7 +60,10 @@ struct runtime_stats {
 // runtime owns a set of workers (OS threads, pinned one per PU or core) and
 // the fibers spawned on it. Construction starts the workers; destruction waits
 // until every fiber ever spawned has returned, then stops them, so nothing
-// spawned is lost. Several runtimes may coexist in one process.
+// spawned is lost. Several runtimes may coexist in one process. Every fiber
+// starts with the floating-point control state (rounding mode, exception
+// masks, flush-to-zero) of the thread that constructed the runtime, and keeps
+// whatever it changes to itself.
 class runtime {
  public:
   // runtime() configures itself from the environment (options::from_env()).
