@@ -169,6 +169,29 @@ void us_yield(benchmark::State& state) {
   }
 }
 
+// yield_apart: the same, but the two fibers yield from different loops. The
+// return out of each switch then lands in other code than the return
+// address the predictor holds from the fiber that switched away: one
+// mispredicted return per switch, for any runtime whose yield is a call.
+void us_yield_apart(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([] {
+      auto a = usched::spawn(on_worker(0), [] {
+        for (int i = 0; i < yields_total / 2; ++i) usched::this_fiber::yield();
+      });
+      auto b = usched::spawn(on_worker(0), [] {
+        for (int i = yields_total / 2; i > 0; --i) usched::this_fiber::yield();
+      });
+      const std::int64_t t0 = now_ns();
+      a.join();
+      b.join();
+      return static_cast<double>(now_ns() - t0);
+    });
+    state.counters["ns"] = ns / yields_total;
+  }
+}
+
 template <class Spawn, class Join>
 double spawn_join_run(long n, Spawn spawn, Join join) {
   using handle = decltype(spawn(std::declval<std::atomic<long>&>()));
@@ -437,6 +460,7 @@ void us_fanout(benchmark::State& state) {
 void register_usched() {
   const unsigned w = cfg.workers;
   reg("yield", us_yield);
+  reg("yield_apart", us_yield_apart);
   reg("spawn_join", us_spawn_join);
   reg("spawn_join_thread", us_spawn_join_thread);
   reg("live_rss", us_live_rss);
@@ -464,6 +488,21 @@ void bf_yield(benchmark::State& state) {
     };
     auto a = pool->spawn(body);
     auto b = pool->spawn(body);
+    const std::int64_t t0 = now_ns();
+    a.join();
+    b.join();
+    state.counters["ns"] = static_cast<double>(now_ns() - t0) / yields_total;
+  }
+}
+
+void bf_yield_apart(benchmark::State& state) {
+  for (auto _ : state) {
+    auto a = pool->spawn([] {
+      for (int i = 0; i < yields_total / 2; ++i) boost::this_fiber::yield();
+    });
+    auto b = pool->spawn([] {
+      for (int i = yields_total / 2; i > 0; --i) boost::this_fiber::yield();
+    });
     const std::int64_t t0 = now_ns();
     a.join();
     b.join();
@@ -648,6 +687,7 @@ void register_boost() {
   // Same-thread workloads only where no other thread can steal the fiber.
   if (cfg.workers == 1) {
     reg("yield", bf_yield);
+    reg("yield_apart", bf_yield_apart);
     reg("chan_same", [](benchmark::State& s) { bf_chan(s, false); });
   }
   reg("spawn_join", bf_spawn_join);

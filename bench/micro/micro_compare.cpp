@@ -231,7 +231,7 @@ struct config {
 
 // Filters (matched against "name/iterations:1"): the 1-worker runs measure
 // the same-worker benchmarks, the W-worker runs everything else.
-constexpr const char* same_worker = "^(yield|chan_same)/";
+constexpr const char* same_worker = "^(yield|yield_apart|chan_same)/";
 constexpr const char* yield_only = "^yield/";
 constexpr const char* multi_worker = "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross)";
 constexpr const char* wake_only = "^wake_";
@@ -545,6 +545,11 @@ std::vector<block> make_blocks(const options& o) {
                 line{"context (floor)", line_kind::floor, "context", "yield"},
                 peer("boost-ws", "bws1", "yield"), peer("boost-shared", "bsh1", "yield"),
                 peer("thread", "thread", "yield")}});
+  b.push_back({"yield_apart: ns per switch, the same with the two fibers yielding from different loops, 1 worker",
+               {{"ns/switch", "ns"}},
+               {base(p, "us1", "yield_apart"),
+                line{"context (floor)", line_kind::floor, "context", "yield"},
+                peer("boost-ws", "bws1", "yield_apart"), peer("boost-shared", "bsh1", "yield_apart")}});
   b.push_back({"chan_same: ns per one-way hand-off, unbuffered channel ping-pong, 1 worker",
                {{"ns/hand-off", "ns"}},
                {base(p, "us1", "chan_same"), peer("boost-ws", "bws1", "chan_same"),
