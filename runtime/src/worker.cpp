@@ -34,14 +34,9 @@ constexpr unsigned on_cpu_spins_before_yield = 1024;
 // 4 ms is a jiffy at HZ=250).
 constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
 
-}  // namespace
-
-// Fibers migrate between OS threads at every switch, and the compiler may
-// keep the address of a thread_local across a call within one function. Every
-// read of the current worker goes through this out-of-line function, so it
-// is computed afresh on the thread that runs now.
-namespace {
+// The entry of a frame made only to be looked at (fp_in_first_frame).
 [[noreturn]] void never_entered(bctx::transfer_t) { std::abort(); }
+
 }  // namespace
 
 bool fp_in_first_frame() noexcept {
@@ -71,6 +66,10 @@ bool fp_in_first_frame() noexcept {
 #endif
 }
 
+// Fibers migrate between OS threads at every switch, and the compiler may
+// keep the address of a thread_local across a call within one function. Every
+// read of the current worker goes through this out-of-line function, so it
+// is computed afresh on the thread that runs now.
 [[gnu::noinline]] worker* worker_of_this_thread() noexcept {
   asm volatile("" ::: "memory");
   return tls_worker;
