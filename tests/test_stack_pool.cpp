@@ -177,3 +177,15 @@ TEST_CASE("stack pool: a fiber's run touches one more line of its control block"
   CHECK(f->ctx.stack_top() == f->stack_top);
   pool.give(&f, 1);
 }
+
+TEST_CASE("context: Boost's first frame keeps the floating-point state where the runtime writes it",
+          "[context]") {
+  // On x86-64 a new fiber's starting state is written into its first frame
+  // (set_first_frame_fp); the probe checks Boost's frame layout. Elsewhere
+  // the fiber's entry loads the state and the probe says no.
+#if defined(__x86_64__)
+  CHECK(usched::detail::fp_in_first_frame());
+#else
+  CHECK_FALSE(usched::detail::fp_in_first_frame());
+#endif
+}

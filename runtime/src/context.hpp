@@ -86,7 +86,7 @@ inline void set_first_frame_fp(bctx::fcontext_t frame, const fp_control& fp) noe
 
 // True if make_fcontext() stores the current state where set_first_frame_fp()
 // writes it: a frame made on a scratch area under a distinctive state must
-// carry that state there.
+// carry that state there. Asked once per runtime (runtime_impl::fp_in_frame).
 bool fp_in_first_frame() noexcept;
 
 // A stack a context runs on, and its sanitizer bookkeeping.

@@ -41,26 +41,24 @@ constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
 
 bool fp_in_first_frame() noexcept {
 #if defined(__x86_64__)
-  static const bool in_frame = [] {
-    // A frame made on a scratch area (make_fcontext only writes it; nothing
-    // runs there) while flush-to-zero and the x87 rounding are flipped.
-    alignas(64) unsigned char area[512];
-    const fp_control saved = fp_control::current();
-    fp_control probe = saved;
-    probe.mxcsr ^= 0x8000u;
-    probe.x87_cw ^= 0x0c00u;
-    probe.load();
-    const bctx::fcontext_t frame = bctx::make_fcontext(area + sizeof area, sizeof area, &never_entered);
-    saved.load();
-    const auto* at = static_cast<const unsigned char*>(static_cast<const void*>(frame));
-    if (at < area || at + 6 > area + sizeof area) return false;
-    std::uint32_t mxcsr = 0;
-    std::uint16_t x87_cw = 0;
-    std::memcpy(&mxcsr, at, sizeof mxcsr);
-    std::memcpy(&x87_cw, at + 4, sizeof x87_cw);
-    return mxcsr == probe.mxcsr && x87_cw == probe.x87_cw;
-  }();
-  return in_frame;
+  // A frame made on a scratch area (make_fcontext only writes it; nothing
+  // runs there) while flush-to-zero and the x87 rounding are flipped.
+  alignas(64) unsigned char area[512];
+  const fp_control saved = fp_control::current();
+  fp_control probe = saved;
+  probe.mxcsr ^= 0x8000u;
+  probe.x87_cw ^= 0x0c00u;
+  probe.load();
+  const bctx::fcontext_t frame = bctx::make_fcontext(area + sizeof area, sizeof area, &never_entered);
+  saved.load();
+  const auto at = reinterpret_cast<std::uintptr_t>(frame);
+  const auto lo = reinterpret_cast<std::uintptr_t>(area);
+  if (at < lo || at + 6 > lo + sizeof area) return false;
+  std::uint32_t mxcsr = 0;
+  std::uint16_t x87_cw = 0;
+  std::memcpy(&mxcsr, area + (at - lo), sizeof mxcsr);
+  std::memcpy(&x87_cw, area + (at - lo) + 4, sizeof x87_cw);
+  return mxcsr == probe.mxcsr && x87_cw == probe.x87_cw;
 #else
   return false;
 #endif

@@ -49,8 +49,8 @@ fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
 void discard_fiber(runtime_impl& rt, fiber* f) noexcept;
 
 // start_fiber() makes `f` runnable with `task` as its body, placed as the
-// options and the policy say. The returned fiber holds one reference for the
-// caller's join_handle.
+// options and the policy say. `f` then holds one reference for the caller's
+// join_handle.
 void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts);
 
 // join_fiber() blocks the calling fiber or thread until `f` has finished.
