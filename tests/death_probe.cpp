@@ -7,9 +7,15 @@
 //              exception, then calls std::terminate.
 //   config     only builds a runtime from the environment (bad input must be
 //              one line on stderr and a non-zero exit).
+//   start      builds a runtime from the environment where its threads cannot
+//              all be made (an address-space limit): the constructor throws,
+//              and the probe reports how many threads the process has left.
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 
 #include <usched/usched.hpp>
 
@@ -28,6 +34,16 @@ volatile int depth_limit = 1 << 30;
   return recurse(depth + 1) + pad[0];
 }
 
+// The threads of this process, from /proc/self/status.
+int thread_count() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,8 +59,16 @@ int main(int argc, char** argv) {
       rt.spawn([] { throw std::runtime_error("nobody joins me"); }).detach();
     } else if (std::strcmp(mode, "config") == 0) {
       usched::runtime rt(opts);
+    } else if (std::strcmp(mode, "start") == 0) {
+      try {
+        usched::runtime rt(opts);
+      } catch (const std::system_error& e) {
+        std::fprintf(stderr, "death_probe: %s; %d thread(s) left\n", e.what(), thread_count());
+        return 3;
+      }
+      std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|detached|config\n");
+      std::fprintf(stderr, "usage: death_probe overflow|detached|config|start\n");
       return 2;
     }
     return 0;

@@ -54,14 +54,18 @@ sched_domain domain_of(unsigned flags, std::vector<std::vector<int>> groups,
   sched_domain sd;
   sd.flags = flags;
   sd.imbalance_pct = imbalance_pct;
+  std::vector<int> span;
+  std::vector<sched_group> made;
   for (auto& cpus : groups) {
     sched_group g;
     g.capacity = cpus.size() * capacity_scale;
-    sd.span.insert(sd.span.end(), cpus.begin(), cpus.end());
+    span.insert(span.end(), cpus.begin(), cpus.end());
     g.cpus = std::move(cpus);
-    sd.groups.push_back(std::move(g));
+    made.push_back(std::move(g));
   }
-  std::sort(sd.span.begin(), sd.span.end());
+  std::sort(span.begin(), span.end());
+  sd.span = std::move(span);
+  sd.groups = std::move(made);
   return sd;
 }
 

@@ -81,45 +81,73 @@ TEST_CASE("options: the environment fills the struct", "[options]") {
   }
 }
 
+std::string code_error(const usched::options& o) {
+  try {
+    usched::runtime rt(o);
+  } catch (const usched::config_error& err) {
+    return err.what();
+  }
+  return "";
+}
+
 TEST_CASE("options: an unknown policy names the value and lists the registry", "[options][bad-input]") {
+  const std::string names =
+      "cfs, cfs-v5.9, cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, cfs-blocked-load, "
+      "cfs-numa-mel, none, steal, steal-lifo";
   const auto msg = env_error("USCHED_POLICY", "fifo");
   CHECK(one_line(msg));
-  CHECK(msg ==
-        "USCHED_POLICY='fifo' is not a registered policy; choose one of: cfs, cfs-v5.9, "
-        "cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, cfs-blocked-load, cfs-numa-mel, none, steal, steal-lifo");
+  CHECK(msg == "USCHED_POLICY='fifo' is not a registered policy; choose one of: " + names);
+  // Set in code, it is named as the field.
   usched::options o;
   o.policy = "fifo";
-  CHECK_THROWS_WITH(usched::runtime(o), msg);
+  CHECK(code_error(o) == "options::policy='fifo' is not a registered policy; choose one of: " + names);
+  // ... unless the field holds what the variable gave it.
+  scoped_env e("USCHED_POLICY", "fifo");
+  CHECK(code_error(o) == msg);
 }
 
 TEST_CASE("options: bad worker counts", "[options][bad-input]") {
-  for (const char* v : {"0", "-1", "abc", "2x", "99999999999999999999"}) {
+  for (const char* v : {"0", "-1", "abc", "2x", "99999999999999999999", "8193", " 2"}) {
     INFO(v);
     const auto msg = env_error("USCHED_WORKERS", v);
     CHECK(one_line(msg));
-    CHECK_THAT(msg, Catch::StartsWith(std::string("USCHED_WORKERS='") + v + "' is not valid"));
-    CHECK_THAT(msg, Catch::Contains("'pus'") && Catch::Contains("'cores'"));
+    CHECK(msg == std::string("USCHED_WORKERS='") + v +
+                     "' is not valid: expected a number of workers, 1..8192, 'pus' (one per PU) or "
+                     "'cores' (one per core)");
   }
-  usched::options o = usched::test::make_options("steal", 9);
-  try {
+  usched::options o = usched::test::make_options("steal", 9000);
+  CHECK(code_error(o) ==
+        "options::workers=9000 is not valid: expected 0 (one per unit) or a number of workers, 1..8192");
+}
+
+TEST_CASE("options: more workers than the topology has units is an oversubscribed run", "[options]") {
+  for (const char* policy : {"cfs", "steal-lifo"}) {
+    INFO(policy);
+    usched::options o;
+    o.policy = policy;
+    o.topology = "pack:1 core:2 pu:1";
+    o.workers = 5;
     usched::runtime rt(o);
-    FAIL("9 workers on 8 PUs was accepted");
-  } catch (const usched::config_error& e) {
-    CHECK(one_line(e.what()));
-    CHECK_THAT(e.what(), Catch::Contains("9") && Catch::Contains("1..8"));
+    CHECK(rt.workers() == 5);
+    CHECK_THAT(rt.describe(), Catch::Contains("5 workers (unpinned)"));
+    // Every worker runs fibers: each of five pinned fibers reports its own.
+    std::vector<usched::join_handle<int>> hs;
+    for (int w = 0; w < 5; ++w) {
+      hs.push_back(rt.spawn(usched::spawn_options{w}, [] { return usched::this_fiber::worker_index(); }));
+    }
+    for (int w = 0; w < 5; ++w) CHECK(hs[static_cast<std::size_t>(w)].join() == w);
   }
 }
 
 TEST_CASE("options: a malformed topology gives hwloc's reason", "[options][bad-input]") {
   usched::options o;
   o.topology = "pack:two core:";
-  try {
-    usched::runtime rt(o);
-    FAIL("malformed topology accepted");
-  } catch (const usched::config_error& e) {
-    CHECK(one_line(e.what()));
-    CHECK_THAT(e.what(), Catch::Contains("pack:two core:"));
-  }
+  const auto msg = code_error(o);
+  CHECK(one_line(msg));
+  CHECK(msg == "options::topology='pack:two core:': not a valid hwloc synthetic description (Invalid argument)");
+  scoped_env e("USCHED_TOPOLOGY", "pack:two core:");
+  CHECK_THAT(code_error(o), Catch::StartsWith("USCHED_TOPOLOGY='pack:two core:': not a valid"));
+  CHECK_THAT(code_error(usched::options::from_env()), Catch::StartsWith("USCHED_TOPOLOGY='pack:two core:'"));
 }
 
 TEST_CASE("options: other bad values", "[options][bad-input]") {
@@ -128,18 +156,94 @@ TEST_CASE("options: other bad values", "[options][bad-input]") {
     const char* value;
     const char* accepted;
   };
-  for (const bad& b : {bad{"USCHED_SLICE_US", "0", "1..10000000"},
-                       bad{"USCHED_SLICE_US", "fast", "1..10000000"},
-                       bad{"USCHED_STACK_KB", "4", "16..1048576"},
-                       bad{"USCHED_SPIN_US", "-5", "0..1000000"},
-                       bad{"USCHED_PIN", "yes", "0 (do not pin workers) or 1"}}) {
+  for (const bad& b : {bad{"USCHED_SLICE_US", "0", "a slice in microseconds, 1..10000000"},
+                       bad{"USCHED_SLICE_US", "fast", "a slice in microseconds, 1..10000000"},
+                       bad{"USCHED_STACK_KB", "4", "a stack size in KiB, 16..1048576"},
+                       bad{"USCHED_SPIN_US", "-5", "a spin time in microseconds, 0..1000000"},
+                       bad{"USCHED_SPIN_US", "3600000000", "a spin time in microseconds, 0..1000000"},
+                       bad{"USCHED_CFS_LATENCY_US", "99", "a period in microseconds, 100..10000000"},
+                       bad{"USCHED_PIN", "yes", "0 (do not pin workers) or 1 (pin)"},
+                       bad{"USCHED_PIN", "01", "0 (do not pin workers) or 1 (pin)"},
+                       bad{"USCHED_LOAD_TRACKING", "2", "0 (off) or 1 (on)"},
+                       bad{"USCHED_STATS", "01", "0, 1 (a table) or json"}}) {
     INFO(b.name << "=" << b.value);
-    const auto msg = env_error(b.name, b.value);
-    CHECK(one_line(msg));
-    CHECK_THAT(msg, Catch::Contains(b.value) && Catch::Contains(b.accepted));
+    CHECK(env_error(b.name, b.value) ==
+          std::string(b.name) + "='" + b.value + "' is not valid: expected " + b.accepted);
+  }
+  for (const char* level : {"loud", "warning", "err", "WARN"}) {
+    INFO(level);
+    CHECK(env_error("USCHED_LOG", level) ==
+          std::string("USCHED_LOG='") + level +
+              "' is not a log level; choose one of: trace, debug, info, warn, error, critical, off");
   }
   usched::options o;
   o.log_level = "loud";
-  CHECK_THROWS_WITH(usched::runtime(o), Catch::Contains("USCHED_LOG='loud'") &&
-                                           Catch::Contains("trace, debug, info"));
+  CHECK(code_error(o) ==
+        "options::log_level='loud' is not a log level; choose one of: trace, debug, info, warn, "
+        "error, critical, off");
+}
+
+TEST_CASE("options: an empty variable counts as unset", "[options]") {
+  for (const char* name : {"USCHED_POLICY", "USCHED_WORKERS", "USCHED_SPIN_US", "USCHED_PIN", "USCHED_LOG",
+                           "USCHED_STATS", "USCHED_TOPOLOGY", "USCHED_STACK_KB"}) {
+    INFO(name);
+    scoped_env e(name, "");
+    const usched::options o = usched::options::from_env();
+    const usched::options d;
+    CHECK(o.policy == d.policy);
+    CHECK(o.workers == d.workers);
+    CHECK(o.spin == d.spin);
+    CHECK(o.pin == d.pin);
+    CHECK(o.log_level == d.log_level);
+    CHECK(o.stats == d.stats);
+    CHECK(o.topology == d.topology);
+    CHECK(o.stack_size == d.stack_size);
+  }
+}
+
+// Fields set from code go through the same checks as the environment: the
+// runtime refuses them when it is built, naming the field and the value.
+TEST_CASE("options: fields set in code are validated as the environment is", "[options][bad-input]") {
+  using us = std::chrono::microseconds;
+  struct bad {
+    void (*set)(usched::options&);
+    const char* message;
+  };
+  const bad cases[] = {
+      {[](usched::options& o) { o.cfs_latency = us(-1000); },
+       "options::cfs_latency=-1000us is not valid: expected a period in microseconds, 100..10000000 us"},
+      {[](usched::options& o) { o.cfs_latency = us(0); },
+       "options::cfs_latency=0us is not valid: expected a period in microseconds, 100..10000000 us"},
+      {[](usched::options& o) { o.cfs_min_granularity = us(-1); },
+       "options::cfs_min_granularity=-1us is not valid: expected a time in microseconds, 10..10000000 us"},
+      {[](usched::options& o) { o.cfs_wakeup_granularity = us(-1); },
+       "options::cfs_wakeup_granularity=-1us is not valid: expected a time in microseconds, 0..10000000 us"},
+      {[](usched::options& o) { o.spin = std::chrono::hours(1); },
+       "options::spin=3600000000us is not valid: expected a spin time in microseconds, 0..1000000 us"},
+      {[](usched::options& o) { o.slice = us(0); },
+       "options::slice=0us is not valid: expected a slice in microseconds, 1..10000000 us"},
+      {[](usched::options& o) { o.stack_size = 1; },
+       "options::stack_size=1 is not valid: expected a stack size in bytes, 16384..1073741824 (16 KiB..1 GiB)"},
+      {[](usched::options& o) { o.unit = static_cast<usched::worker_unit>(7); },
+       "options::unit=7 is not valid: expected worker_unit::pu or worker_unit::core"},
+      {[](usched::options& o) { o.stats = static_cast<usched::options::stats_output>(9); },
+       "options::stats=9 is not valid: expected stats_output::none, table or json"},
+  };
+  for (const bad& b : cases) {
+    INFO(b.message);
+    usched::options o;
+    b.set(o);
+    CHECK_THROWS_WITH(o.validate(), b.message);
+    CHECK(code_error(o) == b.message);
+  }
+  CHECK_NOTHROW(usched::options{}.validate());
+}
+
+TEST_CASE("options: a value from the environment changed in code is named as the field", "[options][bad-input]") {
+  scoped_env e("USCHED_SPIN_US", "100");
+  usched::options o = usched::options::from_env();
+  CHECK(o.spin == std::chrono::microseconds(100));
+  o.spin = std::chrono::microseconds(2'000'000);
+  CHECK(code_error(o) ==
+        "options::spin=2000000us is not valid: expected a spin time in microseconds, 0..1000000 us");
 }

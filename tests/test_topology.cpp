@@ -4,6 +4,8 @@
 #include "domains.hpp"
 #include "topology.hpp"
 
+#include <usched/options.hpp>
+
 #include <usched/error.hpp>
 
 #include <catch2/catch.hpp>
@@ -417,31 +419,118 @@ TEST_CASE("topology: bad input is a one-line config_error", "[topology]") {
     } catch (const config_error& e) {
       const std::string what = e.what();
       CHECK(what.find("'pack:x core:2'") != std::string::npos);
-      CHECK(what.find("Invalid argument") != std::string::npos);
+      CHECK(what.find("not a valid hwloc synthetic description") != std::string::npos);
       CHECK(what.find('\n') == std::string::npos);
     }
   }
+  // The messages are usched's own: hwloc's wording (and whether it reads the
+  // file when it is given or when it loads) depends on which of its optional
+  // backends are installed.
+  const auto message = [](const std::string& source) {
+    try {
+      (void)topology::load(source);
+    } catch (const config_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
   SECTION("an existing file that is not hwloc XML") {
     const temp_file garbage("garbage.xml", "this is not a topology\n");
-    CHECK_THROWS_AS(topology::load(garbage.path()), config_error);
-    CHECK_THROWS_WITH(topology::load(garbage.path()),
-                      Catch::Contains(garbage.path()) && Catch::Contains("XML"));
+    CHECK(message(garbage.path()) ==
+          "USCHED_TOPOLOGY='" + garbage.path() + "' is not a valid hwloc XML topology file");
+    const temp_file truncated("truncated.xml", std::string(two_core_xml).substr(0, 300));
+    CHECK(message(truncated.path()) ==
+          "USCHED_TOPOLOGY='" + truncated.path() + "' is not a valid hwloc XML topology file");
   }
-  SECTION("too many workers") {
-    const topology topo = topology::load(smt_machine);
-    CHECK_THROWS_AS(topo.place_workers(33, worker_unit::pu), config_error);
-    CHECK_THROWS_WITH(topo.place_workers(33, worker_unit::pu),
-                      Catch::Contains("USCHED_WORKERS=33") && Catch::Contains("1..32"));
-    CHECK_THROWS_WITH(topo.place_workers(17, worker_unit::core),
-                      Catch::Contains("16 cores") && Catch::Contains("1..16"));
-    CHECK_NOTHROW(topo.place_workers(32, worker_unit::pu));
+  SECTION("an empty file") {
+    const temp_file empty("empty.xml", "");
+    CHECK(message(empty.path()) ==
+          "USCHED_TOPOLOGY='" + empty.path() + "' is an empty file, not an hwloc XML topology");
+  }
+  SECTION("a path to nothing, a directory, a device") {
+    CHECK(message("/nonexistent/machine.xml") ==
+          "USCHED_TOPOLOGY='/nonexistent/machine.xml': no such file; expected an hwloc XML file or "
+          "a synthetic description such as 'pack:2 core:4 pu:2'");
+    CHECK(message("machine.xml") ==
+          "USCHED_TOPOLOGY='machine.xml': no such file; expected an hwloc XML file or a synthetic "
+          "description such as 'pack:2 core:4 pu:2'");
+    CHECK(message("/tmp") ==
+          "USCHED_TOPOLOGY='/tmp' is a directory; expected an hwloc XML file or a synthetic "
+          "description such as 'pack:2 core:4 pu:2'");
+    CHECK(message("/dev/null") ==
+          "USCHED_TOPOLOGY='/dev/null' is a character device, not a regular file; expected an hwloc "
+          "XML file or a synthetic description such as 'pack:2 core:4 pu:2'");
+  }
+  SECTION("more PUs than usched supports, refused before hwloc builds them") {
+    CHECK(message("core:100000 pu:1") ==
+          "USCHED_TOPOLOGY='core:100000 pu:1' describes more than 8192 PUs; usched supports at most 8192");
+    CHECK(message("pack:64 core:64 pu:4") ==
+          "USCHED_TOPOLOGY='pack:64 core:64 pu:4' describes more than 8192 PUs; usched supports at most 8192");
+    CHECK(message("pack:2 [numa(memory=1GB)] core:99999999999999999999(indexes=0) pu:2")
+              .find("describes more than 8192 PUs") != std::string::npos);
+    CHECK(topology::load("pack:64 core:64 pu:2").nr_pus() == usched::max_workers);
+  }
+  SECTION("the subject is the caller's") {
+    try {
+      (void)topology::load("pack:x", "options::topology='pack:x'");
+      FAIL("accepted");
+    } catch (const config_error& e) {
+      CHECK_THAT(e.what(), Catch::StartsWith("options::topology='pack:x': not a valid hwloc synthetic"));
+    }
+  }
+  SECTION("more workers than PUs share them round-robin") {
+    const topology topo = topology::load("pack:1 core:2 pu:1");
+    const auto places = topo.place_workers(5, worker_unit::pu);
+    REQUIRE(places.size() == 5);
+    for (const auto& p : places) {
+      CHECK(p.pu == p.worker % 2);
+      CHECK(p.core == p.worker % 2);
+    }
   }
   SECTION("worker per core on a description without cores") {
     const topology topo = topology::load("pack:2 pu:2");
     CHECK(topo.nr_cores() == 0);
-    CHECK_THROWS_AS(topo.place_workers(0, worker_unit::core), config_error);
+    CHECK_THROWS_WITH(topo.place_workers(0, worker_unit::core, "USCHED_WORKERS='cores'"),
+                      Catch::StartsWith("USCHED_WORKERS='cores': this topology") &&
+                          Catch::Contains("has no cores to place workers on; use 'pus'"));
     CHECK(topo.place_workers(0, worker_unit::pu).size() == 4);
   }
+}
+
+// pack:64 core:64 pu:4 by hand (hwloc is not asked to build more than
+// max_workers PUs): the domain tree itself has no bound but memory.
+TEST_CASE("domains: workers holding one domain share its span and groups", "[topology][domains]") {
+  std::vector<usched::detail::worker_place> places;
+  constexpr int packages = 64, cores = 64, threads = 4;
+  for (int w = 0; w < packages * cores * threads; ++w) {
+    usched::detail::worker_place p;
+    p.worker = p.pu = p.os_pu = w;
+    p.core = w / threads;
+    p.llc = p.package = w / (cores * threads);
+    p.numa_node = 0;
+    places.push_back(p);
+  }
+  const domain_tree tree = usched::build_domains(places);
+  REQUIRE(tree.nr_cpus() == 16384);
+  const auto& first = tree.per_cpu.front();
+  const auto& last = tree.per_cpu.back();
+  REQUIRE(first.size() == 3);  // SMT, LLC (= package), SYS
+  CHECK(first[0].level == sd_level::smt);
+  CHECK(first[1].level == sd_level::llc);
+  CHECK(first[2].level == sd_level::sys);
+  // One machine-wide domain: every worker's copy is the same storage.
+  CHECK(first[2].span.same_storage(last[2].span));
+  CHECK(first[2].groups.same_storage(last[2].groups));
+  CHECK(first[2].groups.size() == 64);
+  CHECK(first[2].local_group == 0);
+  CHECK(last[2].local_group == 63);
+  // Package 0's workers share its LLC domain; package 63's is another.
+  CHECK(first[1].span.same_storage(tree.per_cpu[255][1].span));
+  CHECK_FALSE(first[1].span.same_storage(last[1].span));
+  CHECK(tree.per_cpu[255][1].local_group == 63);
+  CHECK(last[1].groups.size() == 64);
+  CHECK(last[0].span == std::vector<int>{16380, 16381, 16382, 16383});
+  for (const auto& sd : tree.per_cpu[777]) check_domain_invariants(tree, 777, sd);
 }
 
 TEST_CASE("topology: an XML file is loaded", "[topology]") {

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,136 +55,201 @@ constexpr candidate candidates[] = {
 constexpr std::size_t pkg_candidate = 3;
 static_assert(candidates[pkg_candidate].level == sd_level::pkg);
 
+// The candidate spans of one level: every worker belongs to exactly one.
+// Workers sharing a known value of the level's key share a span; a worker
+// whose value is unknown (-1) has a span of its own.
+struct level_spans {
+  std::vector<std::size_t> of;        // span id of each worker
+  std::vector<cpu_list> members;      // sorted workers of each span
+  std::vector<std::size_t> nr_nodes;  // distinct known NUMA nodes of each span
+};
+
+level_spans spans_of_level(const std::vector<worker_place>& places, int worker_place::*key) {
+  level_spans ls;
+  const std::size_t n = places.size();
+  ls.of.resize(n);
+  std::map<int, std::size_t> by_value;
+  for (std::size_t w = 0; w < n; ++w) {
+    const int value = key != nullptr ? places[w].*key : 0;
+    std::size_t id = ls.members.size();
+    if (value >= 0) {
+      id = by_value.emplace(value, ls.members.size()).first->second;
+    }
+    if (id == ls.members.size()) ls.members.emplace_back();
+    ls.members[id].push_back(static_cast<int>(w));  // w ascending: sorted
+    ls.of[w] = id;
+  }
+  ls.nr_nodes.reserve(ls.members.size());
+  for (const cpu_list& span : ls.members) {
+    std::set<int> nodes;
+    for (const int x : span) {
+      const int node = places[static_cast<std::size_t>(x)].numa_node;
+      if (node >= 0) nodes.insert(node);
+    }
+    ls.nr_nodes.push_back(nodes.size());
+  }
+  return ls;
+}
+
+// A span named by its candidate level and its id there.
+struct span_ref {
+  std::size_t cand = 0;
+  std::size_t id = 0;
+  bool operator<(const span_ref& o) const noexcept {
+    return cand != o.cand ? cand < o.cand : id < o.id;
+  }
+};
+
+// Every candidate level's spans, and whether one span lies inside another.
+// A span is inside another of level j when all its workers have that span
+// at level j; the answers are kept, so each pair costs its size once and
+// building a tree is linear in workers x levels on any topology whose levels
+// nest.
+class span_table {
+ public:
+  explicit span_table(const std::vector<worker_place>& places) {
+    for (const candidate& c : candidates) levels_.push_back(spans_of_level(places, c.key));
+  }
+
+  span_ref of(std::size_t cand, std::size_t w) const { return {cand, levels_[cand].of[w]}; }
+  const cpu_list& members(span_ref s) const { return levels_[s.cand].members[s.id]; }
+  std::size_t nr_nodes(span_ref s) const { return levels_[s.cand].nr_nodes[s.id]; }
+
+  bool inside(span_ref inner, span_ref outer) {
+    const auto key = std::make_pair(inner, outer);
+    if (const auto it = known_.find(key); it != known_.end()) return it->second;
+    bool in = true;
+    for (const int x : members(inner)) {
+      if (levels_[outer.cand].of[static_cast<std::size_t>(x)] != outer.id) {
+        in = false;
+        break;
+      }
+    }
+    known_.emplace(key, in);
+    return in;
+  }
+
+ private:
+  std::vector<level_spans> levels_;
+  std::map<std::pair<span_ref, span_ref>, bool> known_;
+};
+
 // A level kept in one worker's chain, before its groups are known.
 struct kept_level {
   sd_level level;
-  cpu_list span;
+  span_ref span;
 };
-
-// The workers sharing `key` with worker `w`. An unknown (-1) value is shared
-// with nobody, so the span is {w} alone.
-cpu_list candidate_span(const std::vector<worker_place>& places, std::size_t w,
-                        int worker_place::*key) {
-  cpu_list span;
-  const int value = key != nullptr ? places[w].*key : 0;
-  for (std::size_t x = 0; x < places.size(); ++x) {
-    const bool same = key == nullptr || (value >= 0 && places[x].*key == value) || x == w;
-    if (same) {
-      span.push_back(static_cast<int>(x));
-    }
-  }
-  return span;
-}
-
-// Number of distinct known NUMA nodes among the workers of `span`.
-std::size_t distinct_nodes(const std::vector<worker_place>& places, const cpu_list& span) {
-  std::set<int> nodes;
-  for (const int x : span) {
-    const int node = places[static_cast<std::size_t>(x)].numa_node;
-    if (node >= 0) {
-      nodes.insert(node);
-    }
-  }
-  return nodes.size();
-}
-
-bool is_subset(const cpu_list& inner, const cpu_list& outer) {
-  return std::includes(outer.begin(), outer.end(), inner.begin(), inner.end());
-}
 
 // Worker w's kept levels: a candidate survives only if it strictly widens the
 // span kept below it, which is the kernel's sd_degenerate() (a single-CPU
 // span) and sd_parent_degenerate() (a span equal to the child's) rolled into
-// one rule.
-std::vector<kept_level> kept_levels(const std::vector<worker_place>& places, std::size_t w) {
-  std::vector<cpu_list> spans;
-  for (const candidate& c : candidates) {
-    spans.push_back(candidate_span(places, w, c.key));
-  }
-  const cpu_list& package_span = spans[pkg_candidate];
-
+// one rule. The worker alone is the span below the first level.
+std::vector<kept_level> kept_levels(const std::vector<worker_place>& places, span_table& spans,
+                                    std::size_t w) {
+  const span_ref package = spans.of(pkg_candidate, w);
   std::vector<kept_level> kept;
-  cpu_list below{static_cast<int>(w)};
-  for (std::size_t i = 0; i < spans.size(); ++i) {
+  std::optional<span_ref> below;
+  for (std::size_t i = 0; i < std::size(candidates); ++i) {
     const candidate& c = candidates[i];
-    cpu_list& span = spans[i];
-    bool keep = span.size() > below.size() && is_subset(below, span);
+    const span_ref span = spans.of(i, w);
+    const std::size_t below_size = below ? spans.members(*below).size() : 1;
+    bool keep = spans.members(span).size() > below_size && (!below || spans.inside(*below, span));
     // A NUMA node is a level of its own only inside a package (sub-NUMA
     // clustering). One that covers a whole package or several (the single
     // node of a plain machine) would hide the package level; the whole-machine
     // level already carries the cross-node boundary.
     if (c.level == sd_level::node && places[w].package >= 0) {
-      keep = keep && span.size() < package_span.size() && is_subset(span, package_span);
+      keep = keep && spans.members(span).size() < spans.members(package).size() &&
+             spans.inside(span, package);
     }
     if (!keep) {
       continue;
     }
     sd_level level = c.level;
-    if (c.key == nullptr && distinct_nodes(places, span) > 1) {
+    if (c.key == nullptr && spans.nr_nodes(span) > 1) {
       level = sd_level::numa;
     }
     below = span;
-    kept.push_back({level, std::move(span)});
+    kept.push_back({level, span});
   }
   return kept;
 }
 
 // The child span of worker x inside a domain of `level` spanning `span`: x's
-// widest kept level below `level` that fits in `span`, else x alone. Using
-// x's own chain (not the owner's) keeps every owner's view of a domain the
-// same when cores hold different numbers of workers.
-cpu_list child_span(const std::vector<std::vector<kept_level>>& chains, int x, sd_level level,
-                    const cpu_list& span) {
-  cpu_list best{x};
+// widest kept level below `level` that fits in `span`, else none (x alone).
+// Using x's own chain (not the owner's) keeps every owner's view of a domain
+// the same when cores hold different numbers of workers.
+std::optional<span_ref> child_span(const std::vector<std::vector<kept_level>>& chains,
+                                   span_table& spans, int x, sd_level level, span_ref span) {
+  std::optional<span_ref> best;
   for (const kept_level& k : chains[static_cast<std::size_t>(x)]) {
     if (k.level >= level) {
       break;
     }
-    if (is_subset(k.span, span)) {
+    if (spans.inside(k.span, span)) {
       best = k.span;
     }
   }
   return best;
 }
 
-// Splits `span` into groups, in ascending order of first cpu. Each uncovered
-// worker, taken in order, brings its child span less what is already covered;
-// on any sane topology the child spans are disjoint and nothing is trimmed,
-// and the trimming keeps the groups a partition when they are not.
-std::vector<sched_group> make_groups(const std::vector<std::vector<kept_level>>& chains,
-                                     const std::vector<unsigned long>& capacity,
-                                     sd_level level, const cpu_list& span) {
+// A domain as every worker holding it sees it; only local_group differs,
+// looked up through group_of (the group of each worker of the span, by
+// position in the span).
+struct shared_domain {
+  shared_list<int> span;
+  shared_list<sched_group> groups;
+  std::vector<std::size_t> group_of;
+  unsigned flags = 0;
+};
+
+// Cuts the domain of `level` over `ref` into groups, in ascending order of
+// first cpu. Each uncovered worker, taken in order, brings its child span
+// less what is already covered; on any sane topology the child spans are
+// disjoint and nothing is trimmed, and the trimming keeps the groups a
+// partition when they are not. `covered` is scratch, one flag per worker,
+// all clear on entry and on return.
+shared_domain make_domain(const std::vector<std::vector<kept_level>>& chains, span_table& spans,
+                          const std::vector<unsigned long>& capacity, sd_level level, span_ref ref,
+                          std::vector<char>& covered) {
+  const cpu_list& span = spans.members(ref);
   std::vector<sched_group> groups;
-  std::vector<bool> covered(chains.size(), false);
+  std::vector<std::size_t> group_of(span.size(), 0);
+  const auto take = [&](int y, sched_group& group) {
+    if (covered[static_cast<std::size_t>(y)] != 0) return;
+    covered[static_cast<std::size_t>(y)] = 1;
+    group.cpus.push_back(y);
+    group.capacity += capacity[static_cast<std::size_t>(y)];
+    const auto at = std::lower_bound(span.begin(), span.end(), y) - span.begin();
+    group_of[static_cast<std::size_t>(at)] = groups.size();
+  };
   for (const int x : span) {
-    if (covered[static_cast<std::size_t>(x)]) {
+    if (covered[static_cast<std::size_t>(x)] != 0) {
       continue;
     }
     sched_group group;
-    for (const int y : child_span(chains, x, level, span)) {
-      if (!covered[static_cast<std::size_t>(y)]) {
-        covered[static_cast<std::size_t>(y)] = true;
-        group.cpus.push_back(y);
-        group.capacity += capacity[static_cast<std::size_t>(y)];
-      }
+    if (const auto child = child_span(chains, spans, x, level, ref)) {
+      for (const int y : spans.members(*child)) take(y, group);
+    } else {
+      take(x, group);
     }
     groups.push_back(std::move(group));
   }
-  return groups;
-}
+  for (const int x : span) covered[static_cast<std::size_t>(x)] = 0;
 
-unsigned level_flags(const std::vector<worker_place>& places, sd_level level,
-                     const cpu_list& span) {
-  unsigned flags = 0;
+  shared_domain d;
+  d.span = span;
+  d.groups = std::move(groups);
+  d.group_of = std::move(group_of);
   if (level == sd_level::smt) {
-    flags |= SD_SHARE_CPUCAPACITY | SD_SHARE_PKG_RESOURCES;
+    d.flags |= SD_SHARE_CPUCAPACITY | SD_SHARE_PKG_RESOURCES;
   } else if (level == sd_level::llc) {
-    flags |= SD_SHARE_PKG_RESOURCES;
+    d.flags |= SD_SHARE_PKG_RESOURCES;
   }
-  if (distinct_nodes(places, span) > 1) {
-    flags |= SD_NUMA;
+  if (spans.nr_nodes(ref) > 1) {
+    d.flags |= SD_NUMA;
   }
-  return flags;
+  return d;
 }
 
 // sd_init()'s choice: the flags decide the imbalance threshold, not the level.
@@ -260,28 +328,38 @@ domain_tree build_domains(const std::vector<detail::worker_place>& places) {
 
   // Every chain's spans first: a domain's groups are its workers' child
   // spans, so all chains must be known before any groups are cut.
+  span_table spans(places);
   std::vector<std::vector<kept_level>> chains(n);
   for (std::size_t w = 0; w < n; ++w) {
-    chains[w] = kept_levels(places, w);
+    chains[w] = kept_levels(places, spans, w);
   }
 
+  // Each distinct domain is cut into groups once, however many workers
+  // hold it.
+  std::map<span_ref, shared_domain> domains;
+  std::vector<char> covered(n, 0);
   for (std::size_t w = 0; w < n; ++w) {
+    tree.per_cpu[w].reserve(chains[w].size());
     for (const kept_level& k : chains[w]) {
+      auto it = domains.find(k.span);
+      if (it == domains.end()) {
+        it = domains
+                 .emplace(k.span, make_domain(chains, spans, tree.cpu_capacity, k.level, k.span, covered))
+                 .first;
+      }
+      const shared_domain& d = it->second;
       sched_domain sd;
       sd.level = k.level;
-      sd.span = k.span;
-      sd.flags = level_flags(places, k.level, k.span);
-      sd.groups = make_groups(chains, tree.cpu_capacity, k.level, k.span);
+      sd.span = d.span;
+      sd.groups = d.groups;
+      sd.flags = d.flags;
       // A kept level strictly widens the owner's child span, so the owner's
       // group cannot be the only one.
       assert(sd.groups.size() >= 2);
-      for (std::size_t g = 0; g < sd.groups.size(); ++g) {
-        const cpu_list& cpus = sd.groups[g].cpus;
-        if (std::binary_search(cpus.begin(), cpus.end(), static_cast<int>(w))) {
-          sd.local_group = g;
-        }
-      }
-      const auto weight = static_cast<unsigned>(k.span.size());
+      const cpu_list& span = d.span;
+      const auto at = std::lower_bound(span.begin(), span.end(), static_cast<int>(w)) - span.begin();
+      sd.local_group = d.group_of[static_cast<std::size_t>(at)];
+      const auto weight = static_cast<unsigned>(span.size());
       sd.imbalance_pct = imbalance_pct_for(sd.flags);
       sd.min_interval_ms = weight;
       sd.max_interval_ms = max_interval_per_min * weight;
@@ -294,11 +372,13 @@ domain_tree build_domains(const std::vector<detail::worker_place>& places) {
 
 std::string domain_tree::describe() const {
   // Many workers share each domain; list every (level, span) once, narrowest
-  // level first, then by first worker.
-  std::map<std::pair<sd_level, cpu_list>, const sched_domain*> distinct;
+  // level first, then by first worker. Workers holding one domain share its
+  // span's storage, which makes it one key without comparing spans.
+  using domain_key = std::tuple<sd_level, int, std::size_t, const int*>;
+  std::map<domain_key, const sched_domain*> distinct;
   for (const auto& chain : per_cpu) {
     for (const sched_domain& sd : chain) {
-      distinct.emplace(std::make_pair(sd.level, sd.span), &sd);
+      distinct.emplace(domain_key{sd.level, sd.span.front(), sd.span.size(), sd.span.get().data()}, &sd);
     }
   }
   if (distinct.empty()) {

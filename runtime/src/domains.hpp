@@ -6,7 +6,10 @@
 // inspect them without threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,44 @@ const char* to_string(sd_level level) noexcept;
 // The full capacity of one PU, as in the kernel (SCHED_CAPACITY_SCALE).
 inline constexpr unsigned long capacity_scale = 1024;
 
+// shared_list<T>: an immutable vector shared by every copy. The many workers
+// whose chains hold the same domain share one copy of its span and groups, as
+// the kernel's sched_domains share their sched_groups, so a tree costs
+// memory linear in the workers instead of quadratic. Reads like a const
+// std::vector<T>, and converts to one by reference.
+template <class T>
+class shared_list {
+ public:
+  shared_list() = default;
+  shared_list(std::vector<T> v)  // NOLINT(google-explicit-constructor): a list is its vector
+      : p_(std::make_shared<const std::vector<T>>(std::move(v))) {}
+  shared_list(std::initializer_list<T> l) : shared_list(std::vector<T>(l)) {}
+
+  const std::vector<T>& get() const noexcept { return p_ ? *p_ : none(); }
+  operator const std::vector<T>&() const noexcept { return get(); }  // NOLINT(google-explicit-constructor)
+
+  auto begin() const noexcept { return get().begin(); }
+  auto end() const noexcept { return get().end(); }
+  std::size_t size() const noexcept { return get().size(); }
+  bool empty() const noexcept { return get().empty(); }
+  const T& operator[](std::size_t i) const noexcept { return get()[i]; }
+  const T& at(std::size_t i) const { return get().at(i); }
+  const T& front() const noexcept { return get().front(); }
+  const T& back() const noexcept { return get().back(); }
+  // Whether two lists are one shared copy (not merely equal).
+  bool same_storage(const shared_list& o) const noexcept { return p_ == o.p_; }
+
+  friend bool operator==(const shared_list& a, const shared_list& b) { return a.get() == b.get(); }
+  friend bool operator==(const shared_list& a, const std::vector<T>& b) { return a.get() == b; }
+
+ private:
+  static const std::vector<T>& none() noexcept {
+    static const std::vector<T> empty_list;
+    return empty_list;
+  }
+  std::shared_ptr<const std::vector<T>> p_;
+};
+
 // A group: one child span of a domain. `cpus` are worker indices, sorted.
 struct sched_group {
   std::vector<int> cpus;
@@ -53,8 +94,10 @@ struct sched_group {
 struct sched_domain {
   sd_level level = sd_level::smt;
   unsigned flags = 0;            // sd_flags
-  std::vector<int> span;         // worker indices, sorted; includes the owner
-  std::vector<sched_group> groups;  // disjoint, covering span, in ascending order of first cpu
+  // The span and the groups are shared by every worker whose chain holds this
+  // domain; only local_group is the owner's own.
+  shared_list<int> span;            // worker indices, sorted; includes the owner
+  shared_list<sched_group> groups;  // disjoint, covering span, in ascending order of first cpu
   std::size_t local_group = 0;   // index in groups of the one holding the owner
   // Kernel-like tunables (kernel/sched/topology.c sd_init()):
   unsigned imbalance_pct = 125;    // 110 SMT, 117 LLC, 125 wider
@@ -95,7 +138,9 @@ struct domain_tree {
 // wider is left to the PKG and whole-machine levels. Indices of -1 are
 // unknown and shared with nobody. Groups of a domain are the child spans (the
 // widest kept level below it) of its workers, each worker's own chain
-// deciding, so every worker in a span sees the same groups.
+// deciding, so every worker in a span sees the same groups. Workers whose
+// chains hold the same domain share its span and groups (shared_list); time
+// and memory grow with workers x levels on any hierarchical topology.
 domain_tree build_domains(const std::vector<detail::worker_place>& places);
 
 }  // namespace usched

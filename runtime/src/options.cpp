@@ -1,108 +1,322 @@
-// options.cpp: reading the USCHED_* environment into options.
+// options.cpp: reading the USCHED_* environment into options, and the one
+// validation both ways of setting a field go through.
+//
+// Every field is described once, in rules(): its name in code, its
+// variable, how the variable's text is read, which values are accepted.
+// from_env() only reads text into fields (a value that is not even of the
+// right form is rejected there, naming the variable); validate() checks the
+// ranges. A rejected value is reported in the terms the user set it in: the
+// variable while the field still holds what the variable gave it, the field
+// otherwise, whichever path reached validate().
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <usched/error.hpp>
 #include <usched/options.hpp>
 
+#include "options_check.hpp"
 #include "policy.hpp"
 
 namespace usched {
 namespace {
 
+using std::chrono::microseconds;
+
+// The variable's text, or null when it is unset. An empty value counts as
+// unset, so `USCHED_POLICY= prog` runs with the default, as an unset
+// variable does (documented in the README's table).
 const char* env(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? v : nullptr;
 }
 
-// parse_positive() reads a whole decimal number in [lo, hi] or throws a
-// config_error that names the variable, the value and the accepted range.
-unsigned long long parse_number(const char* name, const char* value, unsigned long long lo,
-                                unsigned long long hi, const char* accepted) {
-  const std::string s(value);
-  bool ok = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-  unsigned long long v = 0;
-  if (ok) {
-    errno = 0;
-    v = std::strtoull(s.c_str(), nullptr, 10);
-    ok = errno == 0 && v >= lo && v <= hi;
-  }
-  if (!ok) {
-    throw config_error(std::string(name) + "='" + s + "' is not valid: expected " + accepted);
-  }
+// The one rule for numbers: decimal digits only (no sign, no spaces, no
+// unit), within unsigned long long.
+std::optional<unsigned long long> parse_decimal(std::string_view s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  errno = 0;
+  const std::string text(s);
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno != 0) return std::nullopt;
   return v;
+}
+
+// The one rule for words: exactly one of the listed spellings.
+std::string joined(const std::vector<const char*>& words) {
+  std::string out;
+  for (const char* w : words) {
+    if (!out.empty()) out += ", ";
+    out += w;
+  }
+  return out;
+}
+
+const std::vector<const char*>& log_levels() {
+  static const std::vector<const char*> levels = {"trace", "debug", "info", "warn",
+                                                  "error", "critical", "off"};
+  return levels;
+}
+
+bool is_log_level(const std::string& s) {
+  for (const char* l : log_levels()) {
+    if (s == l) return true;
+  }
+  return false;
+}
+
+bool is_policy(const std::string& s) {
+  for (const auto& p : registered_policies()) {
+    if (p.name == s) return true;
+  }
+  return false;
+}
+
+// One field: how it is named, read from its variable, shown and checked.
+struct option_rule {
+  const char* field;     // as written in code, after "options::"
+  const char* variable;  // its USCHED_* variable, or null (set only from code)
+  // Reads the variable's text into the field; false when the text is not
+  // of the variable's form at all.
+  std::function<bool(std::string_view, options&)> parse;
+  std::function<bool(const options&)> valid;
+  std::function<bool(const options&, const options&)> same;
+  // The field's value as code would write it.
+  std::function<std::string(const options&)> show;
+  // What follows the subject in the message, for the variable and for the
+  // field: " is not valid: expected ...".
+  std::string complaint_env;
+  std::string complaint_code;
+};
+
+std::string expected(const std::string& accepted) { return " is not valid: expected " + accepted; }
+
+// A duration field in microseconds, accepted in [lo, hi].
+option_rule micros(const char* field, const char* variable, microseconds options::*member,
+                   long long lo, long long hi, const char* what) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  option_rule r;
+  r.field = field;
+  r.variable = variable;
+  r.parse = [member](std::string_view s, options& o) {
+    const auto v = parse_decimal(s);
+    if (!v || *v > static_cast<unsigned long long>(std::numeric_limits<long long>::max())) return false;
+    o.*member = microseconds(static_cast<long long>(*v));
+    return true;
+  };
+  r.valid = [member, lo, hi](const options& o) {
+    const long long v = (o.*member).count();
+    return v >= lo && v <= hi;
+  };
+  r.same = [member](const options& a, const options& b) { return a.*member == b.*member; };
+  r.show = [member](const options& o) { return std::to_string((o.*member).count()) + "us"; };
+  r.complaint_env = expected(std::string(what) + " in microseconds, " + range);
+  r.complaint_code = expected(std::string(what) + " in microseconds, " + range + " us");
+  return r;
+}
+
+// A switch: exactly "0" or "1".
+option_rule flag(const char* field, const char* variable, bool options::*member, const char* off,
+                 const char* on) {
+  option_rule r;
+  r.field = field;
+  r.variable = variable;
+  r.parse = [member](std::string_view s, options& o) {
+    if (s != "0" && s != "1") return false;
+    o.*member = s == "1";
+    return true;
+  };
+  r.valid = [](const options&) { return true; };
+  r.same = [member](const options& a, const options& b) { return a.*member == b.*member; };
+  r.show = [member](const options& o) { return std::string(o.*member ? "true" : "false"); };
+  r.complaint_env = expected(std::string("0 (") + off + ") or 1 (" + on + ")");
+  r.complaint_code = r.complaint_env;
+  return r;
+}
+
+constexpr std::size_t kib = 1024;
+constexpr std::size_t min_stack_kib = 16;
+constexpr std::size_t max_stack_kib = 1024 * 1024;
+
+const std::vector<option_rule>& rules() {
+  static const std::vector<option_rule> table = [] {
+    std::vector<option_rule> t;
+
+    option_rule policy;
+    policy.field = "policy";
+    policy.variable = "USCHED_POLICY";
+    policy.parse = [](std::string_view s, options& o) { return o.policy = std::string(s), true; };
+    policy.valid = [](const options& o) { return is_policy(o.policy); };
+    policy.same = [](const options& a, const options& b) { return a.policy == b.policy; };
+    policy.show = [](const options& o) { return "'" + o.policy + "'"; };
+    policy.complaint_env = " is not a registered policy; choose one of: " + policy_names_joined();
+    policy.complaint_code = policy.complaint_env;
+    t.push_back(std::move(policy));
+
+    option_rule workers;
+    workers.field = "workers";
+    workers.variable = "USCHED_WORKERS";
+    workers.parse = [](std::string_view s, options& o) {
+      if (s == "pus" || s == "cores") {
+        o.workers = 0;
+        o.unit = s == "pus" ? worker_unit::pu : worker_unit::core;
+        return true;
+      }
+      const auto v = parse_decimal(s);
+      if (!v || *v == 0 || *v > std::numeric_limits<unsigned>::max()) return false;
+      o.workers = static_cast<unsigned>(*v);
+      return true;
+    };
+    workers.valid = [](const options& o) { return o.workers <= max_workers; };
+    workers.same = [](const options& a, const options& b) {
+      return a.workers == b.workers && (a.workers != 0 || a.unit == b.unit);
+    };
+    workers.show = [](const options& o) { return std::to_string(o.workers); };
+    workers.complaint_env = expected("a number of workers, 1.." + std::to_string(max_workers) +
+                                     ", 'pus' (one per PU) or 'cores' (one per core)");
+    workers.complaint_code = expected("0 (one per unit) or a number of workers, 1.." +
+                                      std::to_string(max_workers));
+    t.push_back(std::move(workers));
+
+    option_rule unit;
+    unit.field = "unit";
+    unit.variable = nullptr;  // USCHED_WORKERS=pus|cores sets it
+    unit.valid = [](const options& o) {
+      return o.unit == worker_unit::pu || o.unit == worker_unit::core;
+    };
+    unit.same = [](const options& a, const options& b) { return a.unit == b.unit; };
+    unit.show = [](const options& o) { return std::to_string(static_cast<int>(o.unit)); };
+    unit.complaint_code = expected("worker_unit::pu or worker_unit::core");
+    t.push_back(std::move(unit));
+
+    option_rule topology;
+    topology.field = "topology";
+    topology.variable = "USCHED_TOPOLOGY";
+    topology.parse = [](std::string_view s, options& o) { return o.topology = std::string(s), true; };
+    topology.valid = [](const options&) { return true; };  // topology::load() judges it
+    topology.same = [](const options& a, const options& b) { return a.topology == b.topology; };
+    topology.show = [](const options& o) { return "'" + o.topology + "'"; };
+    t.push_back(std::move(topology));
+
+    t.push_back(micros("slice", "USCHED_SLICE_US", &options::slice, 1, 10'000'000, "a slice"));
+
+    option_rule stack;
+    stack.field = "stack_size";
+    stack.variable = "USCHED_STACK_KB";
+    stack.parse = [](std::string_view s, options& o) {
+      const auto v = parse_decimal(s);
+      if (!v || *v > std::numeric_limits<std::size_t>::max() / kib) return false;
+      o.stack_size = static_cast<std::size_t>(*v) * kib;
+      return true;
+    };
+    stack.valid = [](const options& o) {
+      return o.stack_size >= min_stack_kib * kib && o.stack_size <= max_stack_kib * kib;
+    };
+    stack.same = [](const options& a, const options& b) { return a.stack_size == b.stack_size; };
+    stack.show = [](const options& o) { return std::to_string(o.stack_size); };
+    stack.complaint_env = expected("a stack size in KiB, " + std::to_string(min_stack_kib) + ".." +
+                                   std::to_string(max_stack_kib));
+    stack.complaint_code = expected("a stack size in bytes, " + std::to_string(min_stack_kib * kib) +
+                                    ".." + std::to_string(max_stack_kib * kib) + " (16 KiB..1 GiB)");
+    t.push_back(std::move(stack));
+
+    t.push_back(micros("spin", "USCHED_SPIN_US", &options::spin, 0, 1'000'000, "a spin time"));
+    t.push_back(flag("pin", "USCHED_PIN", &options::pin, "do not pin workers", "pin"));
+    t.push_back(micros("cfs_latency", "USCHED_CFS_LATENCY_US", &options::cfs_latency, 100,
+                       10'000'000, "a period"));
+    t.push_back(micros("cfs_min_granularity", "USCHED_CFS_MIN_GRANULARITY_US",
+                       &options::cfs_min_granularity, 10, 10'000'000, "a time"));
+    t.push_back(micros("cfs_wakeup_granularity", "USCHED_CFS_WAKEUP_GRANULARITY_US",
+                       &options::cfs_wakeup_granularity, 0, 10'000'000, "a time"));
+    t.push_back(flag("load_tracking", "USCHED_LOAD_TRACKING", &options::load_tracking, "off", "on"));
+
+    option_rule stats;
+    stats.field = "stats";
+    stats.variable = "USCHED_STATS";
+    stats.parse = [](std::string_view s, options& o) {
+      if (s == "0") return o.stats = options::stats_output::none, true;
+      if (s == "1") return o.stats = options::stats_output::table, true;
+      if (s == "json") return o.stats = options::stats_output::json, true;
+      return false;
+    };
+    stats.valid = [](const options& o) {
+      return o.stats == options::stats_output::none || o.stats == options::stats_output::table ||
+             o.stats == options::stats_output::json;
+    };
+    stats.same = [](const options& a, const options& b) { return a.stats == b.stats; };
+    stats.show = [](const options& o) { return std::to_string(static_cast<int>(o.stats)); };
+    stats.complaint_env = expected("0, 1 (a table) or json");
+    stats.complaint_code = expected("stats_output::none, table or json");
+    t.push_back(std::move(stats));
+
+    option_rule log;
+    log.field = "log_level";
+    log.variable = "USCHED_LOG";
+    log.parse = [](std::string_view s, options& o) { return o.log_level = std::string(s), true; };
+    log.valid = [](const options& o) { return is_log_level(o.log_level); };
+    log.same = [](const options& a, const options& b) { return a.log_level == b.log_level; };
+    log.show = [](const options& o) { return "'" + o.log_level + "'"; };
+    log.complaint_env = " is not a log level; choose one of: " + joined(log_levels());
+    log.complaint_code = log.complaint_env;
+    t.push_back(std::move(log));
+    return t;
+  }();
+  return table;
+}
+
+const option_rule& rule_for(std::string_view field) {
+  for (const option_rule& r : rules()) {
+    if (field == r.field) return r;
+  }
+  throw std::logic_error("usched: no option rule for '" + std::string(field) + "'");
+}
+
+// Whether the field's value in `o` is the one its variable gives it.
+bool from_variable(const option_rule& r, const options& o) {
+  const char* text = r.variable ? env(r.variable) : nullptr;
+  if (!text || !r.parse) return false;
+  options probe = o;
+  return r.parse(text, probe) && r.same(probe, o);
+}
+
+std::string env_subject(const option_rule& r, const char* text) {
+  return std::string(r.variable) + "='" + text + "'";
 }
 
 }  // namespace
 
+namespace detail {
+
+std::string option_subject(const options& o, std::string_view field) {
+  const option_rule& r = rule_for(field);
+  if (from_variable(r, o)) return env_subject(r, env(r.variable));
+  return "options::" + std::string(r.field) + "=" + r.show(o);
+}
+
+}  // namespace detail
+
+void options::validate() const {
+  for (const option_rule& r : rules()) {
+    if (r.valid(*this)) continue;
+    if (from_variable(r, *this)) throw config_error(env_subject(r, env(r.variable)) + r.complaint_env);
+    throw config_error("options::" + std::string(r.field) + "=" + r.show(*this) + r.complaint_code);
+  }
+}
+
 options options::from_env() {
   options o;
-  if (const char* v = env("USCHED_POLICY")) {
-    // Validate now so the message names the variable before anything starts.
-    make_policy(v);
-    o.policy = v;
+  for (const option_rule& r : rules()) {
+    const char* text = r.variable ? env(r.variable) : nullptr;
+    if (!text) continue;
+    if (!r.parse(text, o)) throw config_error(env_subject(r, text) + r.complaint_env);
   }
-  if (const char* v = env("USCHED_WORKERS")) {
-    const std::string s(v);
-    if (s == "pus") {
-      o.workers = 0;
-      o.unit = worker_unit::pu;
-    } else if (s == "cores") {
-      o.workers = 0;
-      o.unit = worker_unit::core;
-    } else {
-      o.workers = static_cast<unsigned>(parse_number(
-          "USCHED_WORKERS", v, 1, std::numeric_limits<unsigned>::max(),
-          "a positive number of workers, 'pus' (one per PU) or 'cores' (one per core)"));
-    }
-  }
-  if (const char* v = env("USCHED_TOPOLOGY")) o.topology = v;
-  if (const char* v = env("USCHED_SLICE_US")) {
-    o.slice = std::chrono::microseconds(
-        parse_number("USCHED_SLICE_US", v, 1, 10'000'000, "a slice in microseconds, 1..10000000"));
-  }
-  if (const char* v = env("USCHED_STACK_KB")) {
-    o.stack_size = static_cast<std::size_t>(
-        parse_number("USCHED_STACK_KB", v, 16, 1024 * 1024, "a stack size in KiB, 16..1048576"));
-    o.stack_size *= 1024;
-  }
-  if (const char* v = env("USCHED_SPIN_US")) {
-    o.spin = std::chrono::microseconds(
-        parse_number("USCHED_SPIN_US", v, 0, 1'000'000, "a spin time in microseconds, 0..1000000"));
-  }
-  if (const char* v = env("USCHED_LOAD_TRACKING")) {
-    o.load_tracking = parse_number("USCHED_LOAD_TRACKING", v, 0, 1, "0 (off) or 1 (on)") == 1;
-  }
-  if (const char* v = env("USCHED_PIN")) {
-    o.pin = parse_number("USCHED_PIN", v, 0, 1, "0 (do not pin workers) or 1 (pin)") == 1;
-  }
-  if (const char* v = env("USCHED_LOG")) o.log_level = v;
-  if (const char* v = env("USCHED_STATS")) {
-    const std::string s(v);
-    if (s == "0") {
-      o.stats = options::stats_output::none;
-    } else if (s == "1") {
-      o.stats = options::stats_output::table;
-    } else if (s == "json") {
-      o.stats = options::stats_output::json;
-    } else {
-      throw config_error("USCHED_STATS='" + s + "' is not valid: expected 0, 1 (a table) or json");
-    }
-  }
-  if (const char* v = env("USCHED_CFS_LATENCY_US")) {
-    o.cfs_latency = std::chrono::microseconds(parse_number(
-        "USCHED_CFS_LATENCY_US", v, 100, 10'000'000, "a period in microseconds, 100..10000000"));
-  }
-  if (const char* v = env("USCHED_CFS_MIN_GRANULARITY_US")) {
-    o.cfs_min_granularity = std::chrono::microseconds(parse_number(
-        "USCHED_CFS_MIN_GRANULARITY_US", v, 10, 10'000'000, "a time in microseconds, 10..10000000"));
-  }
-  if (const char* v = env("USCHED_CFS_WAKEUP_GRANULARITY_US")) {
-    o.cfs_wakeup_granularity = std::chrono::microseconds(parse_number(
-        "USCHED_CFS_WAKEUP_GRANULARITY_US", v, 0, 10'000'000, "a time in microseconds, 0..10000000"));
-  }
+  o.validate();
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include <exception>
 #include <new>
 #include <ostream>
+#include <system_error>
 #include <thread>
 
 #include <usched/error.hpp>
@@ -17,6 +18,7 @@
 
 #include "clock.hpp"
 #include "futex.hpp"
+#include "options_check.hpp"
 #include "overflow.hpp"
 #include "runtime_impl.hpp"
 
@@ -25,36 +27,17 @@ namespace {
 
 thread_local thread_parker tls_parker;
 
+// The level is one of options' names (options::validate()).
 std::shared_ptr<spdlog::logger> make_logger(const std::string& level) {
-  const auto lvl = spdlog::level::from_str(level);
-  // spdlog maps unknown names to `off`; only "off" itself may mean that.
-  if (lvl == spdlog::level::off && level != "off") {
-    throw config_error("USCHED_LOG='" + level +
-                       "' is not a log level; choose one of: trace, debug, info, warn, error, "
-                       "critical, off");
-  }
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto log = std::make_shared<spdlog::logger>("usched", std::move(sink));
   log->set_pattern("[usched] [%l] %v");
-  log->set_level(lvl);
+  log->set_level(spdlog::level::from_str(level));
   return log;
 }
 
 options checked(options o) {
-  constexpr std::size_t min_stack = 16 * 1024;
-  constexpr std::size_t max_stack = std::size_t{1} << 30;
-  if (o.stack_size < min_stack || o.stack_size > max_stack) {
-    throw config_error("stack size " + std::to_string(o.stack_size / 1024) +
-                       " KiB is out of range: allowed 16..1048576 KiB");
-  }
-  if (o.slice.count() <= 0) {
-    throw config_error("slice " + std::to_string(o.slice.count()) +
-                       " us is out of range: it must be positive");
-  }
-  if (o.spin.count() < 0) {
-    throw config_error("spin " + std::to_string(o.spin.count()) +
-                       " us is out of range: it must be zero or positive");
-  }
+  o.validate();
   return o;
 }
 
@@ -102,8 +85,9 @@ engine_config engine_config_of(const options& o) {
 
 runtime_impl::runtime_impl(options opts)
     : opts_(checked(std::move(opts))),
-      topo_(topology::load(opts_.topology)),
-      places_(topo_.place_workers(opts_.workers, to_detail(opts_.unit))),
+      topo_(topology::load(opts_.topology,
+                           opts_.topology.empty() ? std::string() : option_subject(opts_, "topology"))),
+      places_(topo_.place_workers(opts_.workers, to_detail(opts_.unit), option_subject(opts_, "workers"))),
       log_(make_logger(opts_.log_level)),
       engine_(build_domains(places_), make_policy(opts_.policy), engine_config_of(opts_)),
       pool_(round_to_page(opts_.stack_size)) {
@@ -111,7 +95,10 @@ runtime_impl::runtime_impl(options opts)
   initial_fp_ = fp_control::current();
   fp_in_frame_ = fp_in_first_frame();
   pulls_when_idle_ = engine_.policy().pulls_when_idle();
-  pinned_ = opts_.pin && topo_.pinnable();
+  // More workers than units: the kernel time-shares them over the machine,
+  // which pinning several to one PU would forbid it to do.
+  const bool shares_units = places_.size() > topo_.nr_units(unit_);
+  pinned_ = opts_.pin && topo_.pinnable() && !shares_units;
   oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
   cycles_per_ns_ = tsc_per_us() / 1000.0;
   (void)tsc();  // calibrate before any worker reads the engine clock
@@ -120,7 +107,12 @@ runtime_impl::runtime_impl(options opts)
   install_overflow_handler();
 
   log_->info("starting: {}", describe());
-  if (opts_.pin && !pinned_) {
+  if (shares_units) {
+    log_->warn("{}: more workers than the topology's {} {}; the run is oversubscribed and the "
+               "workers are not pinned",
+               option_subject(opts_, "workers"), topo_.nr_units(unit_),
+               unit_ == worker_unit::core ? "cores" : "PUs");
+  } else if (opts_.pin && !pinned_) {
     log_->info("topology has more PUs than this host: workers run unpinned");
   }
 
@@ -128,7 +120,28 @@ runtime_impl::runtime_impl(options opts)
   for (const worker_place& p : places_) {
     workers_.push_back(std::make_unique<worker>(*this, p.worker, p));
   }
-  for (auto& w : workers_) w->start();
+  start_workers();
+}
+
+// A thread that cannot be made (the process is at its address-space or
+// thread limit) fails the construction: the workers already running are
+// stopped and joined first, so nothing of the runtime is left behind.
+void runtime_impl::start_workers() {
+  std::size_t started = 0;
+  try {
+    for (; started < workers_.size(); ++started) workers_[started]->start();
+  } catch (const std::system_error& e) {
+    stop_workers();
+    throw std::system_error(e.code(), fmt::format("usched: could not start worker {} of {} (the "
+                                                  "process is at its thread or address-space limit)",
+                                                  started, workers_.size()));
+  }
+}
+
+void runtime_impl::stop_workers() noexcept {
+  stopping_.store(true, std::memory_order_seq_cst);
+  for (auto& w : workers_) w->notify();
+  for (auto& w : workers_) w->join();
 }
 
 runtime_impl::~runtime_impl() {
@@ -145,9 +158,7 @@ runtime_impl::~runtime_impl() {
     std::unique_lock<std::mutex> lk(live_mutex_);
     while (!all_done()) live_cv_.wait_for(lk, std::chrono::milliseconds(1));
   }
-  stopping_.store(true, std::memory_order_seq_cst);
-  for (auto& w : workers_) w->notify();
-  for (auto& w : workers_) w->join();
+  stop_workers();
   if (opts_.stats != options::stats_output::none) {
     const runtime_stats st = stats();
     const std::string text = opts_.stats == options::stats_output::json ? st.to_json() : st.to_table();

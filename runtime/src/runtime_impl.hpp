@@ -240,6 +240,11 @@ class runtime_impl {
 
  private:
   std::uint64_t external_random() noexcept;
+  // start_workers() starts every worker's thread, or none: on a failure it
+  // stops and joins those started and throws std::system_error.
+  void start_workers();
+  // stop_workers() tells every worker to stop and joins its thread.
+  void stop_workers() noexcept;
   void recycle(fiber* f, worker* w) noexcept;
   int select_cpu_external(placement_kind kind, const fiber& f, std::int64_t now);
 

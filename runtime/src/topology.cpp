@@ -6,10 +6,13 @@
 #include "topology.hpp"
 
 #include <usched/error.hpp>
+#include <usched/options.hpp>
 
 #include <hwloc.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -117,14 +120,20 @@ struct topology::impl {
     }
   }
 
-  // "USCHED_TOPOLOGY '<source>'" (or the host) as the subject of an error.
-  std::string subject() const {
-    return kind == source_kind::host ? std::string("USCHED_TOPOLOGY (this host)")
-                                     : "USCHED_TOPOLOGY '" + source + "'";
-  }
+  // How the source is named in errors: "USCHED_TOPOLOGY='<source>'",
+  // "options::topology='<source>'" or "the host topology".
+  std::string subject;
 
   [[noreturn]] void fail(const std::string& what, int saved_errno) const {
-    throw config_error(subject() + ": " + what + " (" + errno_text(saved_errno) + ")");
+    throw config_error(subject + ": " + what + " (" + errno_text(saved_errno) + ")");
+  }
+
+  [[noreturn]] void fail_too_large(unsigned long long described) const {
+    // synthetic_pus() stops counting one past the limit.
+    const std::string count = described == max_workers + 1ULL ? "more than " + std::to_string(max_workers)
+                                                        : std::to_string(described);
+    throw config_error(subject + " describes " + count + " PUs; usched supports at most " +
+                       std::to_string(max_workers));
   }
 
   // Fills the per-PU table and the counters from the loaded hwloc topology.
@@ -175,15 +184,101 @@ topology::topology(topology&&) noexcept = default;
 topology& topology::operator=(topology&&) noexcept = default;
 topology::~topology() = default;
 
-topology topology::load(const std::string& source) {
+namespace {
+
+// What a source names, decided before hwloc sees it: hwloc's own errors
+// depend on which of its optional backends are installed (its XML parser
+// with libxml2 or without), so what was wrong is told by us.
+enum class source_shape {
+  host,           // empty: this machine
+  xml,            // an existing regular, non-empty file
+  empty_file,     // an existing regular file with nothing in it
+  directory,      // an existing directory
+  special_file,   // an existing device, FIFO or socket (/dev/null)
+  missing_file,   // no such file, and it reads as a path
+  synthetic,      // anything else
+};
+
+source_shape shape_of(const std::string& source, std::string& kind_name) {
+  if (source.empty()) return source_shape::host;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(source, ec);
+  switch (st.type()) {
+    case fs::file_type::regular:
+      return fs::file_size(source, ec) == 0 && !ec ? source_shape::empty_file : source_shape::xml;
+    case fs::file_type::directory: return source_shape::directory;
+    case fs::file_type::character: kind_name = "a character device"; return source_shape::special_file;
+    case fs::file_type::block: kind_name = "a block device"; return source_shape::special_file;
+    case fs::file_type::fifo: kind_name = "a FIFO"; return source_shape::special_file;
+    case fs::file_type::socket: kind_name = "a socket"; return source_shape::special_file;
+    default: break;
+  }
+  // Synthetic descriptions are "type:count" words; a slash or an .xml
+  // ending can only be a path.
+  const bool ends_xml = source.size() >= 4 && source.compare(source.size() - 4, 4, ".xml") == 0;
+  if (source.find('/') != std::string::npos || ends_xml) return source_shape::missing_file;
+  return source_shape::synthetic;
+}
+
+// The PUs a synthetic description asks for: the product of the counts of
+// its levels ("pack:2 core:4 pu:2" is 16), saturated just above `limit`;
+// 0 when the text is not of that simple form (hwloc then judges it).
+// Memory children ("[numa]") and attributes ("(memory=1GB)") add no PUs.
+unsigned long long synthetic_pus(const std::string& source, unsigned long long limit) {
+  unsigned long long total = 1;
+  std::size_t i = 0;
+  bool any = false;
+  while (i < source.size()) {
+    while (i < source.size() && std::isspace(static_cast<unsigned char>(source[i])) != 0) ++i;
+    if (i == source.size()) break;
+    const std::size_t end = source.find_first_of(" \t\n", i);
+    const std::string word = source.substr(i, end == std::string::npos ? std::string::npos : end - i);
+    i = end == std::string::npos ? source.size() : end;
+    if (word.front() == '[' || word.front() == '(') continue;
+    const std::size_t colon = word.find(':');
+    if (colon == std::string::npos) return 0;
+    std::size_t digits = colon + 1;
+    unsigned long long count = 0;
+    while (digits < word.size() && std::isdigit(static_cast<unsigned char>(word[digits])) != 0) {
+      count = std::min(count * 10 + static_cast<unsigned>(word[digits] - '0'), limit + 1);
+      ++digits;
+    }
+    if (digits == colon + 1 || (digits < word.size() && word[digits] != '(')) return 0;
+    total = std::min(total * count, limit + 1);
+    any = true;
+  }
+  return any ? total : 0;
+}
+
+}  // namespace
+
+topology topology::load(const std::string& source, const std::string& subject) {
   auto p = std::make_unique<impl>();
   p->source = source;
-  if (source.empty()) {
-    p->kind = source_kind::host;
-  } else {
-    std::error_code ec;
-    p->kind = std::filesystem::is_regular_file(source, ec) ? source_kind::xml
-                                                           : source_kind::synthetic;
+  p->subject = !subject.empty() ? subject
+               : source.empty() ? std::string("the host topology")
+                                : "USCHED_TOPOLOGY='" + source + "'";
+  std::string kind_name;
+  switch (shape_of(source, kind_name)) {
+    case source_shape::host: p->kind = source_kind::host; break;
+    case source_shape::xml: p->kind = source_kind::xml; break;
+    case source_shape::synthetic: p->kind = source_kind::synthetic; break;
+    case source_shape::empty_file:
+      throw config_error(p->subject + " is an empty file, not an hwloc XML topology");
+    case source_shape::directory:
+      throw config_error(p->subject + " is a directory; expected an hwloc XML file or a synthetic "
+                                      "description such as 'pack:2 core:4 pu:2'");
+    case source_shape::special_file:
+      throw config_error(p->subject + " is " + kind_name + ", not a regular file; expected an hwloc "
+                                      "XML file or a synthetic description such as 'pack:2 core:4 pu:2'");
+    case source_shape::missing_file:
+      throw config_error(p->subject + ": no such file; expected an hwloc XML file or a synthetic "
+                                      "description such as 'pack:2 core:4 pu:2'");
+  }
+  if (p->kind == source_kind::synthetic) {
+    const unsigned long long pus = synthetic_pus(source, max_workers);
+    if (pus > max_workers) p->fail_too_large(pus);
   }
 
   if (hwloc_topology_init(&p->topo) != 0) {
@@ -198,23 +293,25 @@ topology topology::load(const std::string& source) {
     hwloc_topology_set_flags(p->topo, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
     errno = 0;
     if (p->kind == source_kind::xml) {
-      if (hwloc_topology_set_xml(p->topo, source.c_str()) != 0) {
-        p->fail("not a valid hwloc XML file", errno);
+      // hwloc reads the file at set_xml() with one backend and at load()
+      // with the other: either failure is the same fault of the file.
+      if (hwloc_topology_set_xml(p->topo, source.c_str()) != 0 || hwloc_topology_load(p->topo) != 0) {
+        throw config_error(p->subject + " is not a valid hwloc XML topology file");
       }
     } else if (hwloc_topology_set_synthetic(p->topo, source.c_str()) != 0) {
-      // Not a file we could see: it may be a mistyped path as well.
-      p->fail("not a valid hwloc synthetic description or XML file", errno);
+      p->fail("not a valid hwloc synthetic description", errno);
     }
   }
 
   errno = 0;
-  if (hwloc_topology_load(p->topo) != 0) {
+  if (p->kind != source_kind::xml && hwloc_topology_load(p->topo) != 0) {
     p->fail("hwloc could not load the topology", errno);
   }
   p->index();
   if (p->pus.empty()) {
     p->fail("the topology has no PUs", EINVAL);
   }
+  if (p->pus.size() > max_workers) p->fail_too_large(p->pus.size());
   return topology(std::move(p));
 }
 
@@ -230,19 +327,14 @@ unsigned topology::nr_llcs() const noexcept { return impl_->nr_llcs; }
 unsigned topology::nr_packages() const noexcept { return impl_->nr_packages; }
 unsigned topology::nr_numa_nodes() const noexcept { return impl_->nr_numa_nodes; }
 
-std::vector<worker_place> topology::place_workers(unsigned count, worker_unit unit) const {
+std::vector<worker_place> topology::place_workers(unsigned count, worker_unit unit,
+                                                 const std::string& subject) const {
   const bool by_core = unit == worker_unit::core;
   const unsigned units = by_core ? nr_cores() : nr_pus();
-  const char* unit_name = by_core ? "cores" : "PUs";
   if (units == 0) {
-    throw config_error("USCHED_WORKERS: this topology (" + describe() + ") has no " +
-                       unit_name + " to place workers on; use 'pus'");
-  }
-  if (count > units) {
-    throw config_error("USCHED_WORKERS=" + std::to_string(count) +
-                       " is out of range: this topology has " + std::to_string(units) +
-                       " " + unit_name + ", allowed 1.." + std::to_string(units) +
-                       " (or 'pus', 'cores')");
+    throw config_error((subject.empty() ? std::string("USCHED_WORKERS='cores'") : subject) +
+                       ": this topology (" + describe() +
+                       ") has no cores to place workers on; use 'pus'");
   }
   if (count == 0) {
     count = units;
@@ -251,10 +343,13 @@ std::vector<worker_place> topology::place_workers(unsigned count, worker_unit un
   std::vector<worker_place> places;
   places.reserve(count);
   for (unsigned w = 0; w < count; ++w) {
-    unsigned first_pu = w;
+    // Past the last unit, workers start again from the first: an
+    // oversubscribed run shares every unit between count / units workers.
+    const unsigned u = w % units;
+    unsigned first_pu = u;
     unsigned nr_bound = 1;
     if (by_core) {
-      const hwloc_obj_t core = hwloc_get_obj_by_type(impl_->topo, HWLOC_OBJ_CORE, w);
+      const hwloc_obj_t core = hwloc_get_obj_by_type(impl_->topo, HWLOC_OBJ_CORE, u);
       const hwloc_obj_t pu =
           hwloc_get_next_obj_inside_cpuset_by_type(impl_->topo, core->cpuset, HWLOC_OBJ_PU, nullptr);
       first_pu = pu->logical_index;

@@ -33,11 +33,15 @@ struct worker_place {
 class topology {
  public:
   // load() reads the topology from `source`: empty = this host; a path to an
-  // existing file = hwloc XML; anything else = a hwloc synthetic description
-  // such as "pack:2 l3:2 core:4 pu:2". Throws usched::config_error whose
-  // message names the source and gives hwloc's reason (errno text) when it is
-  // rejected.
-  static topology load(const std::string& source);
+  // existing regular file = hwloc XML; anything else = a hwloc synthetic
+  // description such as "pack:2 l3:2 core:4 pu:2". A synthetic description
+  // of more than max_workers PUs is refused before hwloc builds it, an XML
+  // one once it is read. Throws usched::config_error whose one line begins
+  // with `subject` (default "USCHED_TOPOLOGY='<source>'") and says what is
+  // wrong in usched's words: no such file, a directory, not a regular file,
+  // an empty file, not valid hwloc XML, not a valid synthetic description
+  // (with hwloc's errno text), too many PUs.
+  static topology load(const std::string& source, const std::string& subject = "");
 
   topology(topology&&) noexcept;
   topology& operator=(topology&&) noexcept;
@@ -57,10 +61,18 @@ class topology {
   unsigned nr_numa_nodes() const noexcept;
 
   // place_workers() assigns `count` workers to units in logical order: worker
-  // i gets PU i (worker_unit::pu) or core i (worker_unit::core). count == 0
-  // means one worker per unit. Throws usched::config_error naming the count
-  // and the allowed range [1, nr_pus()] (or nr_cores()) when count exceeds it.
-  std::vector<worker_place> place_workers(unsigned count, worker_unit unit) const;
+  // i gets PU i (worker_unit::pu) or core i (worker_unit::core), modulo the
+  // number of units, so more workers than units share them round-robin (the
+  // caller decides not to pin them). count == 0 means one worker per unit.
+  // Throws usched::config_error, beginning with `subject` (how the worker
+  // setting is named), when the topology has no units of that kind.
+  std::vector<worker_place> place_workers(unsigned count, worker_unit unit,
+                                          const std::string& subject = "") const;
+
+  // The units place_workers() spreads workers over: PUs or cores.
+  unsigned nr_units(worker_unit unit) const noexcept {
+    return unit == worker_unit::core ? nr_cores() : nr_pus();
+  }
 
   // bind_current_thread() pins the calling OS thread to the PU (or the whole
   // core's cpuset for worker_unit::core) of `place`. Returns false (and leaves

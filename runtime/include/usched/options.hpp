@@ -23,18 +23,27 @@ inline constexpr std::size_t default_stack_size = 256 * 1024;
 inline constexpr std::size_t default_stack_size = 64 * 1024;
 #endif
 
+// The most workers a runtime may have, and the most PUs a topology may
+// describe (checked before hwloc builds a synthetic one): 8192, the NR_CPUS
+// of distribution kernels (CONFIG_MAXSMP), the largest machine the kernel
+// balancers usched re-creates are built for.
+inline constexpr unsigned max_workers = 8192;
+
 // options configures a runtime. Every field has a default; options::from_env()
 // starts from the defaults and overrides each field whose environment variable
-// is set. Values are checked when the runtime is built (the worker count
-// against the topology) and, for the environment, when they are parsed; a bad
-// value throws usched::config_error.
+// is set. validate() checks every field, whichever way it was set; the runtime
+// constructors call it, and check the topology and the worker count against
+// each other. A bad value throws usched::config_error.
 struct options {
   // Load-balancing policy by registered name (USCHED_POLICY). See
   // usched::policy_names() or docs/policies/.
   std::string policy = "cfs";
 
   // Number of workers (USCHED_WORKERS: a number, `pus` or `cores`). 0 means one
-  // per unit of `unit`. Must not exceed the units of the topology in use.
+  // per unit of `unit`; at most max_workers. More workers than the topology
+  // has units is an oversubscribed run: the workers are not pinned, and worker
+  // i takes the place of unit i mod units in the domain hierarchy (a warning
+  // says so at start).
   unsigned workers = 0;
   worker_unit unit = worker_unit::pu;
 
@@ -85,9 +94,17 @@ struct options {
   std::string log_level = "warn";
 
   // from_env() returns the defaults overridden by the USCHED_* variables that
-  // are set. Throws usched::config_error naming the variable, its value and
-  // what is accepted.
+  // are set (an empty variable counts as unset), validated. Throws
+  // usched::config_error naming the variable, its value and what is accepted.
   static options from_env();
+
+  // validate() checks every field against what it accepts (the topology and
+  // the worker count against each other are checked when a runtime is built).
+  // Throws usched::config_error with one line that names the value as it was
+  // set: by its variable ("USCHED_SPIN_US='99999999' ...") while the field
+  // holds what the environment gave it, else by its field
+  // ("options::spin=3600000000us ...").
+  void validate() const;
 };
 
 // The names of the registered load-balancing policies, in listing order.
