@@ -107,17 +107,17 @@ TEST_CASE("options: an unknown policy names the value and lists the registry", "
 }
 
 TEST_CASE("options: bad worker counts", "[options][bad-input]") {
-  for (const char* v : {"0", "-1", "abc", "2x", "99999999999999999999", "8193", " 2"}) {
+  for (const char* v : {"0", "-1", "abc", "2x", "99999999999999999999", "4097", " 2"}) {
     INFO(v);
     const auto msg = env_error("USCHED_WORKERS", v);
     CHECK(one_line(msg));
     CHECK(msg == std::string("USCHED_WORKERS='") + v +
-                     "' is not valid: expected a number of workers, 1..8192, 'pus' (one per PU) or "
+                     "' is not valid: expected a number of workers, 1..4096, 'pus' (one per PU) or "
                      "'cores' (one per core)");
   }
-  usched::options o = usched::test::make_options("steal", 9000);
+  usched::options o = usched::test::make_options("steal", 5000);
   CHECK(code_error(o) ==
-        "options::workers=9000 is not valid: expected 0 (one per unit) or a number of workers, 1..8192");
+        "options::workers=5000 is not valid: expected 0 (one per unit) or a number of workers, 1..4096");
 }
 
 TEST_CASE("options: more workers than the topology has units is an oversubscribed run", "[options]") {

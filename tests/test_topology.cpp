@@ -463,12 +463,12 @@ TEST_CASE("topology: bad input is a one-line config_error", "[topology]") {
   }
   SECTION("more PUs than usched supports, refused before hwloc builds them") {
     CHECK(message("core:100000 pu:1") ==
-          "USCHED_TOPOLOGY='core:100000 pu:1' describes more than 8192 PUs; usched supports at most 8192");
+          "USCHED_TOPOLOGY='core:100000 pu:1' describes more than 4096 PUs; usched supports at most 4096");
     CHECK(message("pack:64 core:64 pu:4") ==
-          "USCHED_TOPOLOGY='pack:64 core:64 pu:4' describes more than 8192 PUs; usched supports at most 8192");
+          "USCHED_TOPOLOGY='pack:64 core:64 pu:4' describes more than 4096 PUs; usched supports at most 4096");
     CHECK(message("pack:2 [numa(memory=1GB)] core:99999999999999999999(indexes=0) pu:2")
-              .find("describes more than 8192 PUs") != std::string::npos);
-    CHECK(topology::load("pack:64 core:64 pu:2").nr_pus() == usched::max_workers);
+              .find("describes more than 4096 PUs") != std::string::npos);
+    CHECK(topology::load("pack:32 core:64 pu:2").nr_pus() == usched::max_workers);
   }
   SECTION("the subject is the caller's") {
     try {
@@ -565,7 +565,7 @@ TEST_CASE("topology: the host loads and can pin", "[topology]") {
 }
 
 TEST_CASE("topology: a synthetic machine larger than the host runs unpinned", "[topology]") {
-  const topology topo = topology::load("pack:64 core:64 pu:2");
+  const topology topo = topology::load("pack:32 core:64 pu:2");
   CHECK_FALSE(topo.pinnable());
   const auto places = topo.place_workers(1, worker_unit::pu);
   bool bound = true;

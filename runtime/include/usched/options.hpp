@@ -24,10 +24,12 @@ inline constexpr std::size_t default_stack_size = 64 * 1024;
 #endif
 
 // The most workers a runtime may have, and the most PUs a topology may
-// describe (checked before hwloc builds a synthetic one): 8192, the NR_CPUS
-// of distribution kernels (CONFIG_MAXSMP), the largest machine the kernel
-// balancers usched re-creates are built for.
-inline constexpr unsigned max_workers = 8192;
+// describe (checked before hwloc builds a synthetic one, which for some
+// shapes takes it minutes). Half the kernel's NR_CPUS of distribution
+// kernels: every worker's balance pass reads a snapshot of every runqueue,
+// so a runtime's memory grows with the square of its workers (4096 workers
+// start in about 2 s and 1.4 GB; 8192 would need 5.4 GB).
+inline constexpr unsigned max_workers = 4096;
 
 // options configures a runtime. Every field has a default; options::from_env()
 // starts from the defaults and overrides each field whose environment variable
