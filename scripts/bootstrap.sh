@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bootstrap.sh: install the Debian 12 packages usched builds with, if missing.
 # Safe to run repeatedly; does nothing when everything is present.
+# `bootstrap.sh --list` prints the packages, one a line, and installs nothing
+# (scripts/check-packages.sh reads it).
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,11 @@ packages=(
   libbenchmark-dev
   gnuplot-nox
 )
+
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
