@@ -8,10 +8,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <cstdio>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +22,7 @@
 #include <usched/usched.hpp>
 
 #include "cli.hpp"
+#include "compare_cli.hpp"
 #include "histogram.hpp"
 
 namespace sb = usched::schbench;
@@ -494,6 +497,9 @@ TEST_CASE("schbench: every bad input is one line naming the flag", "[schbench]")
       {{"--threads=1"}, "--threads: takes no value"},
       {{"--threads", "--policy", "cfs"},
        "--policy: not used with --threads (the kernel schedules the threads); give one or the other"},
+      // The flag the user gave, not the runtime's USCHED_POLICY wording.
+      {{"--policy", "bogus"}, "--policy 'bogus' is not a registered policy; choose one of: " + policies},
+      {{"--policy=CFS"}, "--policy 'CFS' is not a registered policy; choose one of: " + policies},
   };
   for (const auto& [args, message] : cases) {
     INFO(sb::shell_join(args));
@@ -605,7 +611,9 @@ TEST_CASE("schbench: -r 0 runs until SIGINT, then reports", "[schbench]") {
 }
 
 TEST_CASE("schbench: an unknown policy is the registry's one-line error", "[schbench]") {
-  sb::cli_options o = short_run("--policy bogus");
+  // parse_cli() refuses it; options built by hand meet the runtime's check.
+  sb::cli_options o = short_run("");
+  o.policy = "bogus";
   std::ostringstream out;
   try {
     sb::run_schbench(o, out);
@@ -621,7 +629,187 @@ TEST_CASE("schbench: an unwritable JSON path fails before the run", "[schbench]"
   sb::cli_options o = short_run("--threads --json /nonexistent-dir/x.json");
   std::ostringstream out;
   const auto start = std::chrono::steady_clock::now();
-  CHECK_THROWS_AS(sb::run_schbench(o, out), std::runtime_error);
+  CHECK_THROWS_MATCHES(sb::run_schbench(o, out), sb::usage_error,
+                       Catch::Message("--json '/nonexistent-dir/x.json': folder '/nonexistent-dir' "
+                                      "does not exist; expected a file name in an existing, "
+                                      "writable folder"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
   CHECK(out.str().empty());
+}
+
+// ---- output files -----------------------------------------------------------------------
+
+TEST_CASE("schbench: an output file is checked without leaving one behind", "[schbench]") {
+  const std::string accepted = "; expected a file name in an existing, writable folder";
+  const std::string dir = temp_path("outdir");
+  const std::string plain = temp_path("plain");
+  std::filesystem::create_directory(dir);
+  std::ofstream(plain) << "keep me";
+  const auto message = [](const std::string& path) {
+    try {
+      sb::check_output_file("--plot", path);
+    } catch (const sb::usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(message("/nonexistent/dir/p.png") ==
+        "--plot '/nonexistent/dir/p.png': folder '/nonexistent/dir' does not exist" + accepted);
+  CHECK(message(dir) == "--plot '" + dir + "': is a folder" + accepted);
+  CHECK(message(dir + "/") == "--plot '" + dir + "/': is a folder" + accepted);
+  CHECK(message(plain + "/p.png") ==
+        "--plot '" + plain + "/p.png': '" + plain + "' is not a folder" + accepted);
+
+  // A file it can write: no error, and none created.
+  CHECK(message(dir + "/p.png") == "(no error)");
+  CHECK_FALSE(std::filesystem::exists(dir + "/p.png"));
+  // One that exists is left as it was.
+  CHECK(message(plain) == "(no error)");
+  std::ifstream in(plain);
+  std::string kept;
+  std::getline(in, kept);
+  CHECK(kept == "keep me");
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(plain);
+}
+
+// ---- the compare driver's command line ----------------------------------------------------
+
+namespace {
+
+std::string compare_message(const std::vector<std::string>& args) {
+  try {
+    sb::parse_compare(args);
+  } catch (const sb::usage_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The flags a --help text names: words starting with - or -- at the start
+// of a word (after a space, '[' or '('), so "wake-up" is none.
+std::vector<std::string> flags_named(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool starts = text[i] == '-' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '[' ||
+                                           text[i - 1] == '(' || text[i - 1] == '\n');
+    if (!starts) continue;
+    std::size_t end = i + 1;
+    if (end < text.size() && text[end] == '-') ++end;
+    if (end >= text.size() || !std::isalpha(static_cast<unsigned char>(text[end]))) continue;
+    while (end < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-')) {
+      ++end;
+    }
+    out.push_back(text.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("compare: flags, the workload passed through, defaults", "[schbench]") {
+  const sb::compare_options d = sb::parse_compare(words(""));
+  CHECK(d.policies == usched::policy_names());
+  CHECK(d.plot == "schbench-policies.png");
+  CHECK_FALSE(d.plot_given);
+  CHECK(d.extra.empty());
+  CHECK_FALSE(d.help);
+
+  const sb::compare_options o =
+      sb::parse_compare(words("--policies none,steal -t 4 -r5 --plot=/tmp/x.png -c 100 -w 0"));
+  CHECK(o.policies == std::vector<std::string>{"none", "steal"});
+  CHECK(o.plot == "/tmp/x.png");
+  CHECK(o.plot_given);
+  // Kept as given, in order: each run gets them after the defaults.
+  CHECK(o.extra == words("-t 4 -r5 -c 100 -w 0"));
+  CHECK(sb::parse_compare(words("--policies=cfs --help --bogus")).help);
+
+  const sb::cli_options def = sb::compare_defaults();
+  CHECK(def.message_threads == 2);
+  CHECK(def.worker_threads == 0);
+  CHECK(def.worker_think_us == 1'000'000);
+  CHECK(def.sleep_us == 1000);
+  CHECK(def.warmup_s == 2);
+  CHECK(def.runtime_s == 20);
+}
+
+TEST_CASE("compare: every bad input is one line naming the flag", "[schbench]") {
+  const std::string policies = sb::policy_list();
+  const std::string accepted =
+      "accepted: --policies a,b,c --plot FILE -m N -t N -r N -s N -c N -C N -i N -z N -w N -h";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bogus"}, "unknown flag '--bogus'; " + accepted},
+      {{"-x"}, "unknown flag '-x'; " + accepted},
+      {{"plot.png"}, "unexpected argument 'plot.png'; every setting is a flag (see --help)"},
+      {{"--policy", "cfs"},
+       "--policy: compare sets it per run; choose the policies with --policies a,b,c from: " +
+           policies},
+      {{"--policy=cfs"},
+       "--policy: compare sets it per run; choose the policies with --policies a,b,c from: " +
+           policies},
+      {{"--threads"}, "--threads: compare always adds the run on plain threads; " + accepted},
+      {{"--json", "x.json"}, "--json: compare sets it per run to read the report back; " + accepted},
+      {{"--policies"}, "--policies: missing value; expected a,b,c from: " + policies},
+      {{"--policies="}, "--policies: missing value; expected a,b,c from: " + policies},
+      {{"--policies", "cfs,bogus"},
+       "--policies: 'bogus' is not a registered policy; choose from: " + policies},
+      {{"--policies", "cfs,"}, "--policies: '' is not a registered policy; choose from: " + policies},
+      {{"--plot"}, "--plot: missing value; expected a PNG file name"},
+      {{"--plot="}, "--plot: missing value; expected a PNG file name"},
+      // The workload flags get parse_cli's messages, before any run.
+      {{"-t"}, "-t: missing value; expected workers per message thread, 1..16384"},
+      {{"-t", "x"}, "-t: 'x' is not a whole number; expected workers per message thread, 1..16384"},
+      {{"-m", "0"}, "-m: 0 is out of range; expected message threads, 1..1024"},
+      {{"-s", "-5"},
+       "-s: -5 is out of range; expected message-thread sleep in microseconds, 4..3600000000 (a "
+       "random jitter below s/4 is added)"},
+      {{"-t", "--plot"},
+       "-t: '--plot' is not a whole number; expected workers per message thread, 1..16384"},
+      {{"-r", "0"},
+       "-r: 0 is out of range here; expected seconds to run, 1..31622400 (compare needs every run "
+       "to end by itself)"},
+      {{"-r0"},
+       "-r: 0 is out of range here; expected seconds to run, 1..31622400 (compare needs every run "
+       "to end by itself)"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(sb::shell_join(args));
+    CHECK(compare_message(args) == message);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("compare: --help names exactly the flags compare accepts", "[schbench]") {
+  const std::string usage = sb::compare_usage_text();
+  const std::vector<std::string> named = flags_named(usage);
+  INFO(usage);
+  for (const char* f : {"--policies", "--plot", "-m", "-t", "-r", "-s", "-c", "-C", "-i", "-z",
+                        "-w", "-h", "--help"}) {
+    CHECK(std::find(named.begin(), named.end(), f) != named.end());
+  }
+  // Every flag it names parses (the per-run ones would not).
+  for (const std::string& f : named) {
+    INFO(f);
+    const std::string v = f == "--policies" ? "cfs" : f == "--plot" ? "p.png" : "1000";
+    const std::vector<std::string> args =
+        f == "-h" || f == "--help" ? std::vector<std::string>{f} : std::vector<std::string>{f, v};
+    CHECK(compare_message(args) == "(no error)");
+  }
+  for (const char* f : {"--policy", "--threads", "--json"}) {
+    CHECK(std::find(named.begin(), named.end(), f) == named.end());
+  }
+  // Its defaults, not schbench's (-C is schbench's: compare leaves it).
+  const auto line_of = [&usage](const std::string& start) {
+    const std::size_t at = usage.find("\n" + start);
+    return at == std::string::npos ? std::string() : usage.substr(at + 1, usage.find('\n', at + 1) - at - 1);
+  };
+  CHECK_THAT(line_of("  -m N "), Catch::EndsWith("(default: 2)"));
+  CHECK_THAT(line_of("  -t N "), Catch::EndsWith("(default: usched workers / 2, at least 1)"));
+  CHECK_THAT(line_of("  -r S "), Catch::EndsWith("(default: 20)"));
+  CHECK_THAT(line_of("  -s US "), Catch::EndsWith("(default: 1000)"));
+  CHECK_THAT(line_of("  -c US "), Catch::EndsWith("(default: 1000000)"));
+  CHECK_THAT(line_of("  -C US "), Catch::EndsWith("(default: 30000)"));
+  CHECK_THAT(line_of("  -w S "), Catch::EndsWith("(default: 2)"));
 }

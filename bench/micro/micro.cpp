@@ -38,6 +38,7 @@
 
 #include <boost/context/fiber.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -859,6 +860,15 @@ int main(int argc, char** argv) {
     } else if (take_flag(a, "workers", v)) {
       cfg.workers = static_cast<unsigned>(parse_count("workers", v, 1, 1024));
     } else if (take_flag(a, "policy", v)) {
+      // Checked here: the runtime's own error would name USCHED_POLICY.
+      const std::vector<std::string> names = usched::policy_names();
+      if (std::find(names.begin(), names.end(), v) == names.end()) {
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+        std::cerr << "usched_micro: --policy='" << v
+                  << "' is not a registered policy; choose one of: " << list << "\n";
+        return 2;
+      }
       cfg.policy = v;
     } else if (take_flag(a, "load-tracking", v)) {
       cfg.load_tracking = parse_count("load-tracking", v, 0, 1) != 0;

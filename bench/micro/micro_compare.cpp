@@ -64,140 +64,20 @@
 #include <unistd.h>
 
 #include "../common/cpus.hpp"
+#include "micro_compare_cli.hpp"
 
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace bench::micro_compare;
 using steady = std::chrono::steady_clock;
 
 constexpr const char* program = "usched_micro_compare";
 
-constexpr unsigned max_rounds = 100;
-constexpr unsigned max_workers = 1024;  // usched_micro's own limit
-// usched_micro's workload sizes: its defaults, and the --quick ones (CI).
-constexpr long full_samples = 100'000;
-constexpr long full_fibers = 1'000'000;
-constexpr long quick_samples = 20'000;
-constexpr long quick_fibers = 100'000;
-constexpr long full_fanout_tasks = 262'144;
-constexpr long quick_fanout_tasks = 16'384;
 // How much of a failed run's output is shown.
 constexpr std::size_t log_tail_chars = 1500;
-
-// ---- options -----------------------------------------------------------------------
-
-struct options {
-  unsigned rounds = 3;
-  unsigned workers = 0;  // 0 until parsed: default_workers()
-  std::string policy = "cfs";
-  bool quick = false;
-  bool scaling = false;
-  std::string markdown;  // empty: no Markdown file
-  std::string micro;     // empty: next to this executable
-  bool help = false;
-
-  long samples() const { return quick ? quick_samples : full_samples; }
-  long fibers() const { return quick ? quick_fibers : full_fibers; }
-  long fanout_tasks() const { return quick ? quick_fanout_tasks : full_fanout_tasks; }
-};
-
-class usage_error : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
-
-
-// Two workers where there are two CPUs: the cross-worker benchmarks (wake_*,
-// chan_cross) need them, and more would only add noise on a small machine.
-unsigned default_workers() { return bench::affinity_cpus() >= 2 ? 2 : 1; }
-
-std::string usage() {
-  return std::string("usage: ") + program +
-         " [-r N] [-w N] [--policy NAME] [--quick] [--scaling] [--markdown FILE] [--micro PATH]\n"
-         "Runs usched_micro once per peer configuration (usched, Boost.Fiber work_stealing\n"
-         "and shared_work, std::thread, raw Boost.Context), N rounds interleaved, and prints\n"
-         "each benchmark side by side: median [min..max] over rounds, and peer/usched\n"
-         "ratios computed per round (> 1: usched is that many times better).\n"
-         "  -r N             rounds, 1.." + std::to_string(max_rounds) + " (default 3)\n"
-         "  -w N             workers (threads) of the multi-worker rows, 1.." +
-         std::to_string(max_workers) + " (default " + std::to_string(default_workers()) +
-         " here)\n"
-         "  --policy NAME    usched policy of the usched rows (default cfs)\n"
-         "  --quick          smaller workloads for smoke runs: --samples=" +
-         std::to_string(quick_samples) + " --fibers=" + std::to_string(quick_fibers) +
-         "\n"
-         "                   (default --samples=" + std::to_string(full_samples) +
-         " --fibers=" + std::to_string(full_fibers) + ")\n"
-         "  --scaling        skynet and a fan-out of " + std::to_string(full_fanout_tasks) +
-         " tasks of 10 us (quick: " + std::to_string(quick_fanout_tasks) + ")\n"
-         "                   at 1, 2, 4, ... workers up to -w (default: every CPU here, " +
-         std::to_string(bench::affinity_cpus()) + "),\n"
-         "                   usched against Boost.Fiber work_stealing, with speedups\n"
-         "  --markdown FILE  also write the tables as Markdown to FILE\n"
-         "  --micro PATH     the usched_micro to run (default: next to this program)\n"
-         "  -h, --help       this text\n";
-}
-
-unsigned parse_uint(const std::string& flag, const std::string& v, unsigned lo, unsigned hi) {
-  unsigned n = 0;
-  const char* end = v.data() + v.size();
-  const auto [ptr, ec] = std::from_chars(v.data(), end, n);
-  if (v.empty() || ec != std::errc{} || ptr != end || n < lo || n > hi) {
-    throw usage_error(flag + " '" + v + "' is not valid; expected an integer " + std::to_string(lo) +
-                      ".." + std::to_string(hi));
-  }
-  return n;
-}
-
-options parse_options(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    // "--flag=value" or "--flag value"; `expected` completes the error line.
-    const auto value = [&](const std::string& flag, const std::string& expected) -> std::optional<std::string> {
-      if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) {
-        return a.substr(flag.size() + 1);
-      }
-      if (a != flag) return std::nullopt;
-      if (i + 1 >= argc) throw usage_error(flag + " needs a value; expected " + expected);
-      return std::string(argv[++i]);
-    };
-    const std::string rounds_range = "an integer 1.." + std::to_string(max_rounds);
-    const std::string workers_range = "an integer 1.." + std::to_string(max_workers);
-    if (a == "-h" || a == "--help") {
-      o.help = true;
-      return o;
-    }
-    if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--scaling") {
-      o.scaling = true;
-    } else if (auto r = value("-r", rounds_range)) {
-      o.rounds = parse_uint("-r", *r, 1, max_rounds);
-    } else if (auto w = value("-w", workers_range)) {
-      o.workers = parse_uint("-w", *w, 1, max_workers);
-    } else if (auto p = value("--policy", "a usched policy name")) {
-      if (p->empty() || p->find_first_of(" \t\n=") != std::string::npos) {
-        throw usage_error("--policy '" + *p + "' is not valid; expected a usched policy name");
-      }
-      o.policy = *p;
-    } else if (auto m = value("--markdown", "a file name")) {
-      if (m->empty()) throw usage_error("--markdown '' is not valid; expected a file name");
-      o.markdown = *m;
-    } else if (auto x = value("--micro", "the path of usched_micro")) {
-      if (x->empty()) throw usage_error("--micro '' is not valid; expected the path of usched_micro");
-      o.micro = *x;
-    } else {
-      throw usage_error("'" + a +
-                        "' is not a flag; expected -r N, -w N, --policy NAME, --quick, --scaling, "
-                        "--markdown FILE, --micro PATH or -h");
-    }
-  }
-  if (o.workers == 0) o.workers = o.scaling ? std::max(1u, bench::affinity_cpus()) : default_workers();
-  return o;
-}
 
 // ---- statistics ----------------------------------------------------------------------
 
@@ -829,16 +709,42 @@ std::string micro_path(const options& o) {
   return exe;
 }
 
-// A bad --policy fails every usched run; usched_micro says why once, here.
-void check_policy(const std::string& exe, const options& o, const fs::path& dir) {
-  const std::string log = (dir / "policy-check.log").string();
+// first_line() is the first line of `text` with anything on it, or "".
+std::string first_line(const std::string& text) {
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (l.find_first_not_of(" \t\r") != std::string::npos) return l;
+  }
+  return "";
+}
+
+// check_micro() has usched_micro list its usched benchmarks once, before the
+// rounds (parse_options() has checked the policy): a binary that cannot, not
+// being usched_micro or refusing a USCHED_* setting, would fail every run.
+// What happened is said as it happened; it is a usage_error when the binary
+// came from --micro, a runtime_error otherwise.
+void check_micro(const std::string& exe, const options& o, const fs::path& dir) {
+  const std::string log = (dir / "micro-check.log").string();
   const int st = run_child(exe, {"--peer=usched", "--workers=1", "--policy=" + o.policy,
                                  "--benchmark_list_tests=true"}, log);
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return;
-  std::string said = read_text(log);
-  said = said.substr(0, said.find('\n'));
-  throw usage_error("--policy '" + o.policy + "' is not valid; usched_micro refused it (" +
-                    describe_status(st) + "): " + said);
+  const std::string said = read_text(log);
+  std::string why;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+    // Google Benchmark lists one name a line; the first usched benchmark
+    // is the yield.
+    if (said.rfind("yield/", 0) == 0 || said.find("\nyield/") != std::string::npos) return;
+    why = "listed no usched benchmark";
+  } else {
+    why = (WIFEXITED(st) ? "exited with status " + std::to_string(WEXITSTATUS(st))
+                         : "was " + describe_status(st)) +
+          " before listing any benchmark";
+    const std::string line = first_line(said);
+    if (!line.empty()) why += ": " + line;
+  }
+  if (!o.micro.empty()) {
+    throw usage_error("--micro '" + o.micro + "' " + why + "; expected a usched_micro binary");
+  }
+  throw std::runtime_error(exe + " " + why);
 }
 
 int run(const options& o) {
@@ -850,7 +756,7 @@ int run(const options& o) {
   }
   install_stop_handlers();
   const temp_dir tmp;
-  check_policy(exe, o, tmp.path());
+  check_micro(exe, o, tmp.path());
 
   const std::vector<config> configs = o.scaling ? make_scaling_configs(o) : make_configs(o);
   result_store store(o.rounds);
@@ -909,10 +815,6 @@ int run(const options& o) {
   if (o.workers < 2 && !o.scaling) {
     std::cout << "(wake_cv, wake_chan and chan_cross need -w 2 or more: not run)\n";
   }
-  if (o.scaling && o.workers > bench::affinity_cpus()) {
-    std::cout << "(more workers than the " << bench::affinity_cpus()
-              << " CPUs here: the rows above that count share CPUs)\n";
-  }
   std::cout << '\n';
   if (md) {
     md << "## usched micro benchmarks\n\n";
@@ -960,9 +862,11 @@ int run(const options& o) {
 
 int main(int argc, char** argv) {
   try {
-    const options o = parse_options(argc, argv);
+    const unsigned cpus = bench::affinity_cpus();
+    const options o =
+        parse_options(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), cpus);
     if (o.help) {
-      std::cout << usage();
+      std::cout << usage_text(cpus);
       return 0;
     }
     return run(o);

@@ -3,8 +3,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <usched/options.hpp>
 
@@ -51,19 +57,7 @@ const numeric_flag* find_numeric(std::string_view name) {
 }
 
 std::string accepted_flags() {
-  std::string s = "accepted:";
-  for (const numeric_flag& f : numeric_flags) s += " " + std::string(f.name) + " N";
-  s += " --policy NAME --threads --json FILE -h";
-  return s;
-}
-
-std::string policy_list() {
-  std::string s;
-  for (const std::string& n : usched::policy_names()) {
-    if (!s.empty()) s += ", ";
-    s += n;
-  }
-  return s;
+  return "accepted: " + workload_flags_accepted() + " --policy NAME --threads --json FILE -h";
 }
 
 // parse_number() reads `text` as the value of numeric flag `f`: digits with
@@ -108,6 +102,14 @@ void assign(cli_options& o, std::string_view name, std::uint64_t v) {
   else if (name == "-w") o.warmup_s = v;
 }
 
+// usage_line() appends one --help line: the flag padded to a column, what
+// it does, and its default when it has one.
+void usage_line(std::string& s, std::string_view flag, std::string_view text, std::string_view def) {
+  std::string l = "  " + std::string(flag);
+  l.resize(std::max<std::size_t>(l.size() + 1, 16), ' ');
+  s += l + std::string(text) + (def.empty() ? "" : " (default: " + std::string(def) + ")") + "\n";
+}
+
 std::string_view basename_of(std::string_view path) {
   const std::size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
@@ -147,6 +149,13 @@ cli_options parse_cli(std::span<const std::string> args, std::string_view argv0)
       if (a.size() > 8) attached = a.substr(9);
       o.policy = value_of("--policy", attached, expected);
       if (o.policy.empty()) throw usage_error("--policy: missing value; " + expected);
+      // Checked here, not left to the runtime: its error names
+      // USCHED_POLICY, which this user did not set.
+      const std::vector<std::string> names = usched::policy_names();
+      if (std::find(names.begin(), names.end(), o.policy) == names.end()) {
+        throw usage_error("--policy '" + o.policy + "' is not a registered policy; choose one of: " +
+                          policy_list());
+      }
       continue;
     }
     if (a == "--json" || a.rfind("--json=", 0) == 0) {
@@ -185,44 +194,89 @@ cli_options parse_cli(int argc, const char* const* argv) {
   return parse_cli(args, argc > 0 ? argv[0] : "usched_schbench");
 }
 
+std::string policy_list() {
+  std::string s;
+  for (const std::string& n : usched::policy_names()) {
+    if (!s.empty()) s += ", ";
+    s += n;
+  }
+  return s;
+}
+
+bool is_workload_flag(std::string_view name) noexcept { return find_numeric(name) != nullptr; }
+
+std::string workload_flags_accepted() {
+  std::string s;
+  for (const numeric_flag& f : numeric_flags) s += (s.empty() ? "" : " ") + std::string(f.name) + " N";
+  return s;
+}
+
+std::string workload_usage(const cli_options& d, std::string_view t_default, bool until_signal) {
+  std::string s;
+  usage_line(s, "-m N", "message threads, 1.." + std::to_string(max_message_threads),
+             std::to_string(d.message_threads));
+  usage_line(s, "-t N", "workers per message thread, 1.." + std::to_string(max_worker_threads),
+             t_default);
+  usage_line(s, "-r S",
+             until_signal ? "seconds to run; 0 = until SIGINT/SIGTERM, then the final report"
+                          : "seconds to run, 1.." + std::to_string(max_sec_value),
+             std::to_string(d.runtime_s));
+  usage_line(s, "-s US",
+             "message-thread sleep per round, microseconds, >= " + std::to_string(min_sleep_us) +
+                 "; a random jitter below s/4 is added",
+             std::to_string(d.sleep_us));
+  usage_line(s, "-c US", "worker think time per round, microseconds (spins on the wall clock)",
+             std::to_string(d.worker_think_us));
+  usage_line(s, "-C US", "message-thread think time per round, microseconds",
+             std::to_string(d.message_think_us));
+  usage_line(s, "-i S", "print cumulative percentiles every S seconds; 0 = final report only",
+             std::to_string(d.interval_s));
+  usage_line(s, "-z S", "zero the statistics every S seconds; 0 = never", std::to_string(d.zero_s));
+  usage_line(s, "-w S", "zero the statistics once after S seconds of warm-up; 0 = none",
+             std::to_string(d.warmup_s));
+  return s;
+}
+
 std::string usage_text(std::string_view program) {
   std::string s = "usage: " + std::string(program) +
                   " [-m N] [-t N] [-r S] [-s US] [-c US] [-C US] [-i S] [-z S] [-w S]\n"
                   "       [--policy NAME | --threads] [--json FILE]\n"
                   "Wake-up latency (schbench): message threads wake workers; each worker\n"
                   "times how long after the wake-up it runs again.\n";
-  const cli_options d;
-  const auto line = [&s](std::string_view flag, std::string_view text, std::string_view def) {
-    std::string l = "  " + std::string(flag);
-    l.resize(std::max<std::size_t>(l.size() + 1, 16), ' ');
-    s += l + std::string(text) + (def.empty() ? "" : " (default: " + std::string(def) + ")") + "\n";
-  };
-  line("-m N", "message threads, 1.." + std::to_string(max_message_threads),
-       std::to_string(d.message_threads));
-  line("-t N", "workers per message thread, 1.." + std::to_string(max_worker_threads),
-       "usched workers (with --threads: CPUs) / -m, at least 1");
-  line("-r S", "seconds to run; 0 = until SIGINT/SIGTERM, then the final report",
-       std::to_string(d.runtime_s));
-  line("-s US", "message-thread sleep per round, microseconds, >= " + std::to_string(min_sleep_us) +
-                    "; a random jitter below s/4 is added",
-       std::to_string(d.sleep_us));
-  line("-c US", "worker think time per round, microseconds (spins on the wall clock)",
-       std::to_string(d.worker_think_us));
-  line("-C US", "message-thread think time per round, microseconds",
-       std::to_string(d.message_think_us));
-  line("-i S", "print cumulative percentiles every S seconds; 0 = final report only",
-       std::to_string(d.interval_s));
-  line("-z S", "zero the statistics every S seconds; 0 = never", "0");
-  line("-w S", "zero the statistics once after S seconds of warm-up; 0 = none",
-       std::to_string(d.warmup_s));
-  line("--policy NAME", "usched policy (overrides USCHED_POLICY): " + policy_list(),
-       "USCHED_POLICY or cfs");
-  line("--threads", "run the same workload on plain pthreads and futexes (the kernel's scheduler)",
-       "off");
-  line("--json FILE", "also write the final report as one JSON object", "none");
-  line("-h, --help", "print this help", "");
+  s += workload_usage(cli_options{}, "usched workers (with --threads: CPUs) / -m, at least 1", true);
+  usage_line(s, "--policy NAME", "usched policy (overrides USCHED_POLICY): " + policy_list(),
+             "USCHED_POLICY or cfs");
+  usage_line(s, "--threads",
+             "run the same workload on plain pthreads and futexes (the kernel's scheduler)", "off");
+  usage_line(s, "--json FILE", "also write the final report as one JSON object", "none");
+  usage_line(s, "-h, --help", "print this help", "");
   s += "Reports go to stdout in schbench's format; the runtime reads USCHED_* from the environment.\n";
   return s;
+}
+
+void check_output_file(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string head = std::string(flag) + " '" + path + "': ";
+  const std::string accepted = "; expected a file name in an existing, writable folder";
+  const fs::path p(path);
+  const fs::path folder = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  const fs::file_status in = fs::status(folder, ec);
+  if (in.type() == fs::file_type::not_found) {
+    throw usage_error(head + "folder '" + folder.string() + "' does not exist" + accepted);
+  }
+  if (!ec && !fs::is_directory(in)) {
+    throw usage_error(head + "'" + folder.string() + "' is not a folder" + accepted);
+  }
+  if (fs::is_directory(fs::status(p, ec))) throw usage_error(head + "is a folder" + accepted);
+  const bool existed = fs::exists(fs::symlink_status(p, ec));
+  // Opening is the only complete test: permissions, read-only mounts, ACLs.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    throw usage_error(head + "cannot be written (" + std::strerror(errno) + ")" + accepted);
+  }
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
 }
 
 unsigned resolve_worker_threads(const cli_options& o, unsigned cpus) noexcept {

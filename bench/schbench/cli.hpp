@@ -4,8 +4,8 @@
 // The flags are schbench's (late 2020) with its defaults, so the command
 // lines quoted in the seeds run unchanged, plus the clone's own: --policy,
 // --threads, --json. Parsing is strict: every value is a whole number in a
-// stated range, and anything else is a usage_error whose one-line message
-// names the flag and what it accepts.
+// stated range, a --policy is a registered name, and anything else is a
+// usage_error whose one-line message names the flag and what it accepts.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +70,29 @@ cli_options parse_cli(int argc, const char* const* argv);
 // usage_text() is the --help text, one flag per line, ending in a newline.
 std::string usage_text(std::string_view program = "usched_schbench");
 
+// The workload flags (-m, -t, -r, -s, -c, -C, -i, -z, -w), which the compare
+// driver passes through to every run.
+// is_workload_flag() is whether `name` ("-t") is one; each takes a value.
+bool is_workload_flag(std::string_view name) noexcept;
+// workload_flags_accepted() lists them for an error line: "-m N -t N ...".
+std::string workload_flags_accepted();
+// workload_usage() is their --help lines, one per flag, each ending in a
+// newline, with the defaults of `defaults` and, for -t, `t_default`; -r 0
+// (until a signal) is offered only where `until_signal`.
+std::string workload_usage(const cli_options& defaults, std::string_view t_default,
+                           bool until_signal);
+
+// policy_list() is the registered policy names, comma-separated, for
+// messages and --help.
+std::string policy_list();
+
+// check_output_file() throws a usage_error naming `flag` and `path` unless a
+// file can be written at `path`: its folder exists, it is not itself a
+// folder, and opening it for writing succeeds. A file it had to create to
+// find out is removed again, so a check before a long run leaves nothing
+// behind; an existing file is left as it was.
+void check_output_file(std::string_view flag, const std::string& path);
+
 // resolve_worker_threads() is -t when given, else `cpus / message_threads`
 // and at least 1: one worker per CPU in all, as schbench's `-t <cpus/2>`
 // advice with two message threads. `cpus` is the usched worker count (or, in
@@ -81,10 +104,11 @@ unsigned resolve_worker_threads(const cli_options& o, unsigned cpus) noexcept;
 // and the final one go to `out`, the JSON to o.json_file when set. It blocks
 // SIGINT and SIGTERM in the calling thread (and so in every thread it
 // starts) for its duration; either signal ends the run early, followed by
-// the final report. Requires !o.help. Throws usched::config_error for a
-// runtime it cannot build (unknown policy, bad USCHED_* value) before
-// anything is started, std::runtime_error if the JSON file cannot be
-// written.
+// the final report. Requires !o.help. Before anything is started it throws
+// usage_error if o.json_file cannot be written (check_output_file) and
+// usched::config_error for a runtime it cannot build (a policy parse_cli did
+// not check, a bad USCHED_* value); std::runtime_error if writing the JSON
+// fails after the run.
 run_summary run_schbench(const cli_options& o, std::ostream& out);
 
 // shell_join() joins arguments into one line a shell would split back the

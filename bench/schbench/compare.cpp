@@ -2,9 +2,9 @@
 // registered policy and once on plain threads, side by side in one
 // invocation, with one table and one PNG of the percentile curves.
 //
-//   usched_schbench_compare [--policies a,b,c] [--plot FILE] [schbench flags...]
+//   usched_schbench_compare [--policies a,b,c] [--plot FILE] [workload flags...]
 //
-// Every run gets the same command line: the defaults below, scaled to this
+// Every run gets the same command line: compare_defaults(), scaled to this
 // machine, then the extra flags (later flags win, so any default can be
 // overridden), then --policy P or --threads. The kernel run is the baseline:
 // the table gives each policy's p99 as a ratio of it.
@@ -33,6 +33,7 @@
 #include <usched/usched.hpp>
 
 #include "cli.hpp"
+#include "compare_cli.hpp"
 #include "histogram.hpp"
 #include "stop_signals.hpp"
 
@@ -46,106 +47,10 @@ using steady = std::chrono::steady_clock;
 
 constexpr const char* program = "usched_schbench_compare";
 
-// Default run length and warm-up. With -c 1000000 every worker gives about
-// one sample a second, so a run holds about (R - W) samples per worker; ten
-// runs (nine policies and the kernel) of 20 s keep the whole comparison near
-// three and a half minutes on a 2-core machine.
-constexpr unsigned default_runtime_s = 20;
-constexpr unsigned default_warmup_s = 2;
-// The seeds' workload: workers think a full second, message threads sleep
-// 1 ms between rounds (seeds/000: schbench -t <cpus/2> -c 1000000 -s 1000).
-constexpr const char* default_worker_think_us = "1000000";
-constexpr const char* default_sleep_us = "1000";
-constexpr const char* default_message_threads = "2";
 // How often the progress line is redrawn and the child polled.
 constexpr std::chrono::milliseconds poll_period{250};
 // How much of a failed run's log is shown.
 constexpr std::size_t log_tail_chars = 2000;
-
-struct driver_options {
-  std::vector<std::string> policies;  // empty: every registered policy
-  std::string plot = "schbench-policies.png";
-  std::vector<std::string> extra;     // passed to every run
-  bool help = false;
-};
-
-class usage_error : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const std::string& s : v) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, ',')) out.push_back(cur);
-  if (!s.empty() && s.back() == ',') out.emplace_back();
-  return out;
-}
-
-driver_options parse_driver(int argc, char** argv) {
-  driver_options d;
-  const std::vector<std::string> registered = usched::policy_names();
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&](const std::string& flag) -> std::string {
-      if (a.size() > flag.size() && a[flag.size()] == '=') return a.substr(flag.size() + 1);
-      if (i + 1 >= argc) throw usage_error(flag + ": missing value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      d.help = true;
-      return d;
-    }
-    if (a == "--policies" || a.rfind("--policies=", 0) == 0) {
-      d.policies = split_commas(value("--policies"));
-      if (d.policies.empty()) throw usage_error("--policies: missing value; expected a,b,c from: " + join(registered, ", "));
-      for (const std::string& p : d.policies) {
-        if (std::find(registered.begin(), registered.end(), p) == registered.end()) {
-          throw usage_error("--policies: '" + p + "' is not a registered policy; choose from: " +
-                            join(registered, ", "));
-        }
-      }
-      continue;
-    }
-    if (a == "--plot" || a.rfind("--plot=", 0) == 0) {
-      d.plot = value("--plot");
-      if (d.plot.empty()) throw usage_error("--plot: missing value; expected a PNG file name");
-      continue;
-    }
-    d.extra.push_back(a);
-  }
-  if (d.policies.empty()) d.policies = registered;
-  return d;
-}
-
-std::string usage() {
-  return std::string("usage: ") + program +
-         " [--policies a,b,c] [--plot FILE] [schbench flags...]\n"
-         "Runs usched_schbench once per policy (default: every registered one) and once\n"
-         "with --threads (the kernel), all with the same command line:\n"
-         "  -m " + default_message_threads + " -t <usched workers / 2, at least 1> -c " +
-         default_worker_think_us + " -s " + default_sleep_us + " -w " +
-         std::to_string(default_warmup_s) + " -r " + std::to_string(default_runtime_s) +
-         " [schbench flags...]\n"
-         "Later flags win, so the extra flags override any default. Prints one table\n"
-         "(p50, p90, p99, p99.9, max, samples, p99 / the kernel's p99) and plots the\n"
-         "percentile curves to FILE with gnuplot (default: schbench-policies.png).\n"
-         "  --policies a,b,c   the policies to run, from: " +
-         join(usched::policy_names(), ", ") +
-         "\n"
-         "  --plot FILE        where to write the PNG\n"
-         "  -h, --help         this text\n";
-}
 
 // ---- processes ----------------------------------------------------------------
 
@@ -381,13 +286,35 @@ std::string gnuplot_quote(const std::string& s) {
   return out + "'";
 }
 
-// plot() writes the PNG with gnuplot; one line of outcome either way.
-void plot(const std::vector<run_result>& results, const std::string& png,
-          const std::string& title, const fs::path& dir) {
-  if (!on_path("gnuplot")) {
-    std::cout << "plot: gnuplot not found on PATH; no " << png << " written\n";
-    return;
+// gnuplot_error() is gnuplot's complaint in `log` as one line. gnuplot
+// echoes the failing command with a caret under it, then
+// `"<script>" line N: <what>`, sometimes followed by `system error: <why>`;
+// the location line, less the temporary script's name, says it best. Output
+// in any other shape (or from another program on PATH) gives its last line.
+std::string gnuplot_error(const std::string& log, const std::string& script) {
+  std::vector<std::string> lines;
+  std::istringstream in(log);
+  for (std::string l; std::getline(in, l);) {
+    if (l.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(l);
   }
+  const std::string at = "\"" + script + "\" ";
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind(at, 0) != 0) continue;
+    std::string said = lines[i].substr(at.size());
+    if (i + 1 < lines.size() && lines[i + 1].rfind("system error: ", 0) == 0) {
+      said += " (" + lines[i + 1] + ")";
+    }
+    return said;
+  }
+  return lines.empty() ? "" : lines.back();
+}
+
+// plot() writes the PNG with gnuplot, which main() has found on PATH. On
+// success it says so on stdout; a failure is one line on stderr and a false
+// return. No successful run means nothing to plot, which is not a failure of
+// its own (the failed runs are reported already).
+bool plot(const std::vector<run_result>& results, const std::string& png,
+          const std::string& title, const fs::path& dir) {
   const std::string data = (dir / "curves.dat").string();
   std::ofstream d(data);
   std::vector<std::string> titles;
@@ -403,8 +330,8 @@ void plot(const std::vector<run_result>& results, const std::string& png,
   }
   d.close();
   if (titles.empty()) {
-    std::cout << "plot: no successful run to plot\n";
-    return;
+    std::cerr << program << ": no successful run to plot; no " << png << " written\n";
+    return true;
   }
 
   // Debian's gnuplot-nox has both pngcairo and the libgd png terminal;
@@ -446,14 +373,17 @@ void plot(const std::vector<run_result>& results, const std::string& png,
   while (!(st = gp.poll())) usleep(10000);
   if (WIFEXITED(*st) && WEXITSTATUS(*st) == 0) {
     std::cout << "plot: wrote " << png << "\n";
-  } else {
-    std::string err = read_file(glog);
-    err = err.substr(0, err.find('\n', err.find_first_not_of('\n')));
-    std::cout << "plot: gnuplot failed (" << describe_status(*st) << "): " << err << "\n";
+    return true;
   }
+  const std::string said = gnuplot_error(read_file(glog), script);
+  std::cerr << program << ": --plot '" << png << "': gnuplot failed (" << describe_status(*st)
+            << ")" << (said.empty() ? "" : ": " + said) << "\n";
+  return false;
 }
 
-int run(const driver_options& d) {
+// run() runs every policy and the kernel, prints the table and plots to
+// `png` unless it is empty. `d` has passed parse_compare().
+int run(const sb::compare_options& d, const std::string& png) {
   const sb::stop_signals sig;
   const std::string exe = self_dir() + "/usched_schbench";
   if (access(exe.c_str(), X_OK) != 0) {
@@ -475,13 +405,14 @@ int run(const driver_options& d) {
     topology = at == std::string::npos ? "" : desc.substr(at, desc.find('\n', at) - at);
   }
 
+  const sb::cli_options def = sb::compare_defaults();
   const std::vector<std::pair<std::string, std::string>> defaults = {
-      {"-m", default_message_threads},
+      {"-m", std::to_string(def.message_threads)},
       {"-t", std::to_string(std::max(1u, workers / 2))},
-      {"-c", default_worker_think_us},
-      {"-s", default_sleep_us},
-      {"-w", std::to_string(default_warmup_s)},
-      {"-r", std::to_string(default_runtime_s)}};
+      {"-c", std::to_string(def.worker_think_us)},
+      {"-s", std::to_string(def.sleep_us)},
+      {"-w", std::to_string(def.warmup_s)},
+      {"-r", std::to_string(def.runtime_s)}};
   // A default the extra flags set again is left out, so the command line
   // shown (and run) says each flag once; the extras follow as given.
   const auto overridden = [&d](const std::string& flag) {
@@ -493,14 +424,8 @@ int run(const driver_options& d) {
     if (!overridden(flag)) common.insert(common.end(), {flag, value});
   }
   common.insert(common.end(), d.extra.begin(), d.extra.end());
-  // Check the shared command line once, here, rather than ten times in the
-  // children.
+  // parse_compare() has checked the extras; the defaults are valid.
   const sb::cli_options parsed = sb::parse_cli(common);
-  if (parsed.help || !parsed.policy.empty() || parsed.threads || !parsed.json_file.empty()) {
-    throw usage_error("--policy, --threads, --json and --help are set per run by the driver; "
-                      "choose policies with --policies");
-  }
-  if (parsed.runtime_s == 0) throw usage_error("-r 0 runs until a signal; the driver needs -r > 0");
 
   std::error_code ec;
   const char* tmp = std::getenv("TMPDIR");
@@ -548,24 +473,34 @@ int run(const driver_options& d) {
     }
   }
   if (interrupted) std::cout << "interrupted: " << results.size() << " of " << labels.size() << " runs done\n";
-  plot(results, d.plot, "schbench wake-up latency: " + shown, dir);
+  const bool plotted = png.empty() || plot(results, png, "schbench wake-up latency: " + shown, dir);
   if (interrupted) return 130;
-  return failed ? 1 : 0;
+  return failed || !plotted ? 1 : 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const driver_options d = parse_driver(argc, argv);
+    const sb::compare_options d =
+        sb::parse_compare(std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
     if (d.help) {
-      std::cout << usage();
+      std::cout << sb::compare_usage_text(program);
       return 0;
     }
-    return run(d);
-  } catch (const usage_error& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 2;
+    // The plot is written after every run: find out now whether it can be.
+    std::string png = d.plot;
+    if (!on_path("gnuplot")) {
+      if (d.plot_given) {
+        throw sb::usage_error("--plot '" + d.plot +
+                              "': gnuplot is not on PATH; install gnuplot, or leave out --plot");
+      }
+      std::cerr << program << ": gnuplot is not on PATH; the table only, no " << d.plot << "\n";
+      png.clear();
+    } else {
+      sb::check_output_file(d.plot_given ? "--plot" : "--plot (default)", png);
+    }
+    return run(d, png);
   } catch (const sb::usage_error& e) {
     std::cerr << program << ": " << e.what() << '\n';
     return 2;

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   }
   try {
     sb::run_schbench(o, std::cout);
+  } catch (const sb::usage_error& e) {  // a flag's value that only running could check
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
   } catch (const usched::config_error& e) {
     std::cerr << program << ": " << e.what() << '\n';
     return 2;

@@ -552,6 +552,7 @@ run_summary run_schbench(const cli_options& o, std::ostream& out) {
   // Open the JSON file first: a bad path should fail before a long run.
   std::ofstream json;
   if (!o.json_file.empty()) {
+    check_output_file("--json", o.json_file);
     json.open(o.json_file, std::ios::out | std::ios::trunc);
     if (!json) {
       throw std::runtime_error("--json: cannot write '" + o.json_file + "': " + std::strerror(errno));
