@@ -55,15 +55,16 @@ struct options {
   std::string topology;
 
   // Time a fiber may run before this_fiber::preempt_point() yields
-  // (USCHED_SLICE_US).
+  // (USCHED_SLICE_US), 1 us..10 s.
   std::chrono::microseconds slice{3000};
 
-  // Usable stack of every fiber, excluding its guard page (USCHED_STACK_KB):
-  // 64 KiB (256 KiB in sanitizer builds, see default_stack_size).
+  // Usable stack of every fiber, excluding its guard page (USCHED_STACK_KB),
+  // 16 KiB..1 GiB, in bytes: 64 KiB (256 KiB in sanitizer builds, see
+  // default_stack_size).
   std::size_t stack_size = default_stack_size;
 
   // How long an idle worker spins looking for work before it parks
-  // (USCHED_SPIN_US). Spinning buys wake-up latency with CPU time.
+  // (USCHED_SPIN_US), 0..1 s. Spinning buys wake-up latency with CPU time.
   std::chrono::microseconds spin{50};
 
   // Pin workers to their PUs (USCHED_PIN=0 disables).
@@ -74,7 +75,8 @@ struct options {
   // fiber runs before the slice can end (min_granularity), and how much
   // smaller a woken fiber's vruntime must be to preempt the running one
   // (wakeup_granularity). Defaults: the kernel's for 8+ CPUs (24 ms, 3 ms);
-  // the wake-up granularity is its unscaled 1 ms.
+  // the wake-up granularity is its unscaled 1 ms. Accepted: latency
+  // 100 us..10 s, min granularity 10 us..10 s, wake-up granularity 0..10 s.
   std::chrono::microseconds cfs_latency{24000};
   std::chrono::microseconds cfs_min_granularity{3000};
   std::chrono::microseconds cfs_wakeup_granularity{1000};
