@@ -6,6 +6,13 @@
 // running fiber's guard page, the handler writes one line naming the fiber and
 // its stack size and ends the process; any other fault goes to whatever
 // handler was installed before ours (or the default action).
+//
+// The guard is one page (4 KiB). A frame that skips more than that before its
+// first access (a big local array written at its low end, an alloca) would
+// jump over it, into the block below; code built with
+// -fstack-clash-protection (the library and its own programs are, see the
+// top-level CMakeLists.txt) touches each page as its frame grows, so its
+// first touch past the stack is always in the guard.
 #pragma once
 
 #include <cstddef>
