@@ -9,8 +9,8 @@
 //   frame KIB  the same with a fixed frame of KIB KiB (72, 100 or 130): a
 //              frame that spans the guard page and writes only its lowest
 //              bytes would otherwise land in the neighbouring stack block.
-//   detached   a detached fiber throws; the runtime logs the fiber id and the
-//              exception, then calls std::terminate.
+//   detached   a detached fiber throws; the runtime writes one line with the
+//              fiber id and the exception, then aborts.
 //   config     only builds a runtime from the environment (bad input must be
 //              one line on stderr and a non-zero exit).
 //   start      builds a runtime from the environment where its threads cannot

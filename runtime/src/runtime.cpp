@@ -5,8 +5,11 @@
 
 #include <boost/context/detail/fcontext.hpp>
 
+#include <unistd.h>
+
 #include <cassert>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <ostream>
@@ -65,6 +68,12 @@ engine_config engine_config_of(const options& o) {
   return c;
 }
 
+// An uncaught exception in a detached fiber ends the process. The line goes
+// to stderr with a plain write, whatever the log level: the process is about
+// to die and this is the only account of why. Then abort(), not
+// std::terminate(): there is no active exception here (it was caught into
+// the task), and the C++ runtime's terminate handler would add a misleading
+// "without an active exception" line.
 [[noreturn]] void report_detached_exception(fiber* f) noexcept {
   std::string what = "unknown exception";
   try {
@@ -73,10 +82,19 @@ engine_config engine_config_of(const options& o) {
     what = e.what();
   } catch (...) {
   }
-  f->rt->log().critical("detached fiber {} ended with an uncaught exception: {}; terminating",
-                        f->id, what);
   f->rt->log().flush();
-  std::terminate();
+  std::string line = "usched: detached fiber " + std::to_string(f->id) +
+                     " ended with an uncaught exception: " + what + "; aborting\n";
+  // One line, however long what() is: a newline in it would split the line.
+  for (std::size_t i = 0; i + 1 < line.size(); ++i) {
+    if (line[i] == '\n') line[i] = ' ';
+  }
+  for (std::size_t off = 0; off < line.size();) {
+    const ssize_t n = write(STDERR_FILENO, line.data() + off, line.size() - off);
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+  std::abort();
 }
 
 }  // namespace

@@ -163,7 +163,8 @@ class join_handle {
   }
 
   // detach() lets the fiber run on unobserved. If it ends with an exception,
-  // the runtime logs it with the fiber id and calls std::terminate.
+  // the runtime writes one line with the fiber id and the exception's what()
+  // to stderr (whatever USCHED_LOG says) and calls std::abort().
   void detach() noexcept {
     if (!fiber_) return;
     detail::detach_fiber(std::exchange(fiber_, nullptr));

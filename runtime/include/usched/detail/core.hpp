@@ -60,8 +60,8 @@ bool fiber_finished(const fiber* f) noexcept;
 // release_fiber() drops the join_handle's reference after a join.
 void release_fiber(fiber* f) noexcept;
 // detach_fiber() drops the join_handle's reference without joining. If the
-// fiber ended (or later ends) with an exception, it is logged and
-// std::terminate is called.
+// fiber ended (or later ends) with an exception, one line naming the fiber
+// and the exception goes to stderr and the process aborts.
 void detach_fiber(fiber* f) noexcept;
 std::uint64_t fiber_id_of(const fiber* f) noexcept;
 
