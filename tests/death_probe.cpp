@@ -11,12 +11,19 @@
 //              bytes would otherwise land in the neighbouring stack block.
 //   detached   a detached fiber throws; the runtime writes one line with the
 //              fiber id and the exception, then aborts.
+//   hang       destroys a runtime while fibers wait (practically) forever,
+//              one in each kind of wait: channel recv and send, a mutex the
+//              main thread holds, a condition variable, a wait group, a
+//              sleep, a join; and one that keeps running. The destructor
+//              reports them. The probe relays its own stderr and exits
+//              (status 0) once two reports have named every fiber.
 //   config     only builds a runtime from the environment (bad input must be
 //              one line on stderr and a non-zero exit).
 //   start      builds a runtime from the environment where its threads cannot
 //              all be made (an address-space limit): the constructor throws,
 //              and the probe reports how many threads the process has left.
 #include <alloca.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +32,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include <usched/usched.hpp>
 
@@ -90,6 +98,69 @@ void big_frame(const char* how, const char* kib) {
   std::fprintf(stderr, "death_probe: the %s KiB frame returned\n", kib);
 }
 
+// Sends this process's stderr through a pipe, relaying it line by line, and
+// ends the process with status 0 once `lines` lines naming a blocked fiber
+// have gone by: the hang test then takes as long as the reports, no longer.
+void exit_after_blocked_lines(int lines) {
+  int fds[2];
+  if (pipe(fds) != 0) std::exit(3);
+  const int real_stderr = dup(STDERR_FILENO);
+  dup2(fds[1], STDERR_FILENO);
+  close(fds[1]);
+  std::thread([lines, in = fds[0], real_stderr] {
+    std::string line;
+    int seen = 0;
+    char c;
+    while (read(in, &c, 1) == 1) {
+      line += c;
+      if (c != '\n') continue;
+      if (write(real_stderr, line.data(), line.size()) < 0) std::_Exit(3);
+      if (line.find(" is blocked in ") != std::string::npos && ++seen == lines) std::_Exit(0);
+      line.clear();
+    }
+    std::_Exit(3);
+  }).detach();
+}
+
+// One fiber waiting in each kind of wait, in this order (fiber ids 1..7),
+// then one that never waits.
+constexpr int hang_fibers = 7;
+
+void hang() {
+  // All outlive the runtime, whose destructor never returns.
+  static usched::channel<int> nobody_sends;
+  static usched::channel<int> nobody_receives;
+  static usched::mutex held;
+  static usched::mutex cv_mutex;
+  static usched::condition_variable never_notified;
+  static usched::wait_group never_done(1);
+  held.lock();
+  exit_after_blocked_lines(2 * hang_fibers);
+  usched::runtime rt(usched::options::from_env());
+  auto receiver = rt.spawn([] { nobody_sends.recv(); });
+  rt.spawn([] {
+    held.lock();
+    held.unlock();
+  }).detach();
+  rt.spawn([] { nobody_receives.send(1); }).detach();
+  rt.spawn([] {
+    std::unique_lock<usched::mutex> lk(cv_mutex);
+    never_notified.wait(lk);
+  }).detach();
+  rt.spawn([] { never_done.wait(); }).detach();
+  rt.spawn([] { usched::this_fiber::sleep_for(std::chrono::hours(1)); }).detach();
+  rt.spawn([h = std::move(receiver)]() mutable { h.join(); }).detach();
+  // Fiber 8 never blocks in the runtime: it is running or queued. It sleeps
+  // its worker's thread, so the test costs no CPU, and yields, so on a
+  // single worker the others still get to block.
+  rt.spawn([] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      usched::this_fiber::yield();
+    }
+  }).detach();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,6 +176,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(mode, "detached") == 0) {
       usched::runtime rt(opts);
       rt.spawn([] { throw std::runtime_error("nobody joins me"); }).detach();
+    } else if (std::strcmp(mode, "hang") == 0) {
+      hang();
     } else if (std::strcmp(mode, "config") == 0) {
       usched::runtime rt(opts);
     } else if (std::strcmp(mode, "start") == 0) {
@@ -116,7 +189,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|alloca KIB|frame KIB|detached|config|start\n");
+      std::fprintf(stderr, "usage: death_probe overflow|alloca KIB|frame KIB|detached|hang|config|start\n");
       return 2;
     }
     return 0;

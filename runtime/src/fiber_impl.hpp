@@ -27,6 +27,10 @@ namespace usched::detail {
 struct waitable {
   std::atomic<std::uint64_t> wait_token{0};
   bool is_fiber = false;
+  // What the current (or last) wait is in, set by prepare_wait; in the
+  // padding after is_fiber, on the line the token already dirties. Read only
+  // by the hang report, from another thread: relaxed, a snapshot is enough.
+  std::atomic<wait_kind> waiting_in{wait_kind::none};
 };
 
 // claim() wins the right to resume the wait armed with `token`; false if
@@ -89,6 +93,11 @@ struct fiber : waitable, sched_entity {
   std::size_t block_size = 0;
   char* stack_top = nullptr;
   bool guarded = false;
+  // The object of the current (or last) wait (see waitable::waiting_in):
+  // on the last line, which nothing else on the switch, wake or spawn path
+  // touches, so a waker that reads this fiber's spawn line does not find it
+  // dirtied. Relaxed, like waiting_in.
+  std::atomic<const void*> waiting_on{nullptr};
 };
 
 // An OS thread that waits in a usched primitive.

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>
@@ -172,9 +173,25 @@ runtime_impl::~runtime_impl() {
     // itself, so it can miss the flag just set here and not notify (making
     // that handshake exact would put a full fence on every fiber exit). The
     // wait therefore also looks again every millisecond.
+    //
+    // A fiber that never finishes (blocked on a channel nobody closes) keeps
+    // the wait going forever; after hang_report_after, and then after twice
+    // as long each time, the wait says which fibers it is waiting for.
     draining_.store(true, std::memory_order_seq_cst);
+    const auto began = std::chrono::steady_clock::now();
+    auto report_at = hang_report_after;
     std::unique_lock<std::mutex> lk(live_mutex_);
-    while (!all_done()) live_cv_.wait_for(lk, std::chrono::milliseconds(1));
+    while (!all_done()) {
+      live_cv_.wait_for(lk, std::chrono::milliseconds(1));
+      const auto waited = std::chrono::steady_clock::now() - began;
+      if (waited >= report_at) [[unlikely]] {
+        // Without the lock: exiting fibers take it to notify.
+        lk.unlock();
+        report_hang(std::chrono::duration_cast<std::chrono::milliseconds>(waited));
+        lk.lock();
+        report_at *= 2;
+      }
+    }
   }
   stop_workers();
   if (opts_.stats != options::stats_output::none) {
@@ -182,6 +199,72 @@ runtime_impl::~runtime_impl() {
     const std::string text = opts_.stats == options::stats_output::json ? st.to_json() : st.to_table();
     std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
+  }
+  log_->flush();
+}
+
+namespace {
+
+const char* to_string(wait_kind k) noexcept {
+  switch (k) {
+    case wait_kind::none: break;
+    case wait_kind::channel_send: return "channel::send";
+    case wait_kind::channel_recv: return "channel::recv";
+    case wait_kind::mutex: return "mutex::lock";
+    case wait_kind::condition_variable: return "condition_variable::wait";
+    case wait_kind::wait_group: return "wait_group::wait";
+    case wait_kind::join: return "join_handle::join";
+    case wait_kind::sleep: return "this_fiber::sleep";
+  }
+  return "an unknown wait";
+}
+
+// Blocked fibers the hang report names one by one; the rest are counted.
+constexpr std::size_t hang_report_max_fibers = 32;
+
+}  // namespace
+
+// report_hang(): which live fibers the destructor is waiting for. A fiber
+// whose wait token is armed (odd) is blocked, in what prepare_wait recorded;
+// the other live fibers are running or queued. The fibers are found in the
+// stack pool, which holds every fiber ever mapped, so neither spawn nor exit
+// keeps a list of live ones for this. Everything read here is a snapshot
+// taken while the workers run; after seconds without progress it is stable.
+void runtime_impl::report_hang(std::chrono::milliseconds waited) {
+  struct blocked_fiber {
+    std::uint64_t id;
+    wait_kind kind;
+    const void* object;
+  };
+  std::vector<blocked_fiber> blocked;
+  for (fiber* f : pool_.all_fibers()) {
+    if ((f->wait_token.load(std::memory_order_acquire) & 1) == 0) continue;
+    blocked.push_back({f->id, f->waiting_in.load(std::memory_order_relaxed),
+                       f->waiting_on.load(std::memory_order_relaxed)});
+  }
+  std::uint64_t exited = 0;
+  std::uint64_t spawned = external_spawned_.load(std::memory_order_acquire);
+  for (const auto& w : workers_) exited += w->exited_.load(std::memory_order_acquire);
+  for (const auto& w : workers_) spawned += w->spawned_.load(std::memory_order_acquire);
+  const std::uint64_t live = spawned > exited ? spawned - exited : 0;
+  const std::uint64_t others = live > blocked.size() ? live - blocked.size() : 0;
+  std::sort(blocked.begin(), blocked.end(),
+            [](const blocked_fiber& a, const blocked_fiber& b) { return a.id < b.id; });
+  log_->warn("~runtime has waited {:.1f} s for {} fiber{} to finish: {} blocked, {} running or queued",
+             static_cast<double>(waited.count()) / 1000.0, live, live == 1 ? "" : "s", blocked.size(),
+             others);
+  for (std::size_t i = 0; i < blocked.size() && i < hang_report_max_fibers; ++i) {
+    const blocked_fiber& b = blocked[i];
+    std::string on;
+    if (b.kind == wait_kind::join && b.object) {
+      on = fmt::format("fiber {}", static_cast<const fiber*>(b.object)->id);
+    } else if (b.object) {
+      on = fmt::format("{}", b.object);
+    }
+    log_->warn("  fiber {} is blocked in {}{}{}", b.id, to_string(b.kind), on.empty() ? "" : " on ", on);
+  }
+  if (blocked.size() > hang_report_max_fibers) {
+    log_->warn("  ... and {} more blocked fibers", blocked.size() - hang_report_max_fibers);
   }
   log_->flush();
 }
@@ -423,7 +506,11 @@ void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns) {
   }
 }
 
-std::uint64_t prepare_wait(waitable& me) noexcept {
+std::uint64_t prepare_wait(waitable& me, wait_kind kind, const void* object) noexcept {
+  // What the wait is in, for the hang report only: relaxed stores, before
+  // the token that says the wait is armed.
+  me.waiting_in.store(kind, std::memory_order_relaxed);
+  if (me.is_fiber) static_cast<fiber&>(me).waiting_on.store(object, std::memory_order_relaxed);
   // Only the waiter writes an armed value; publication under the primitive's
   // lock orders it for wakers, so relaxed is enough.
   const std::uint64_t armed = me.wait_token.load(std::memory_order_relaxed) + 1;
@@ -510,7 +597,7 @@ void join_fiber(fiber* f) {
     f->join_lock.unlock();
     return;
   }
-  const std::uint64_t token = prepare_wait(me);
+  const std::uint64_t token = prepare_wait(me, wait_kind::join, f);
   f->joiner = &me;
   f->joiner_token = token;
   f->join_lock.unlock();
@@ -583,7 +670,7 @@ void sleep_until(std::chrono::steady_clock::time_point deadline) {
   const std::int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
   if (ns <= detail::now_ns()) return;
-  const std::uint64_t token = detail::prepare_wait(*f);
+  const std::uint64_t token = detail::prepare_wait(*f, detail::wait_kind::sleep, nullptr);
   w->block_current(f, token, ns);
 }
 

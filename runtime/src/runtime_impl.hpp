@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -282,6 +283,13 @@ class runtime_impl {
   // spawned_, exited_) plus spawns from threads that are not workers here.
   // all_done() is true when every fiber spawned so far has finished.
   bool all_done() const noexcept;
+  // How long the destructor waits for the last fibers before it says which
+  // ones it is waiting for (report_hang), and then again after twice as
+  // long each time: long enough that a shutdown which is merely slow stays
+  // quiet, short enough that a hung one is explained before anyone gives up
+  // on it. Documented in runtime.hpp and docs/architecture.md.
+  static constexpr std::chrono::milliseconds hang_report_after{2000};
+  void report_hang(std::chrono::milliseconds waited);
   alignas(64) std::atomic<std::uint64_t> external_spawned_{0};
   // Set by the destructor while it waits for all_done(); an exiting fiber
   // that sees it wakes the destructor to look again.

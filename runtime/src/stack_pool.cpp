@@ -158,6 +158,11 @@ std::size_t stack_pool::guarded() const {
   return guarded_;
 }
 
+std::vector<fiber*> stack_pool::all_fibers() const {
+  std::lock_guard<spinlock> g(lock_);
+  return all_;
+}
+
 void stack_pool::give(fiber* const* list, std::size_t n) {
   std::lock_guard<spinlock> g(lock_);
   free_.insert(free_.end(), list, list + n);

@@ -53,6 +53,10 @@ class stack_pool {
   // Stacks mapped so far, and how many of them have a guard page.
   std::size_t mapped() const;
   std::size_t guarded() const;
+  // Every fiber mapped so far, pooled or live, in no particular order. The
+  // pointers stay valid until the pool is destroyed (blocks are never
+  // unmapped before). Takes the pool's lock; for diagnostics, not hot paths.
+  std::vector<fiber*> all_fibers() const;
   // True once, the first time it is asked after the guard budget ran out.
   // Costs one relaxed load otherwise (it is asked on every spawn).
   bool take_budget_exhausted_notice() noexcept {

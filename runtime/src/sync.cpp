@@ -35,7 +35,7 @@ void mutex::lock() {
     }
     detail::waiter w;
     w.who = &me;
-    w.token = detail::prepare_wait(me);
+    w.token = detail::prepare_wait(me, detail::wait_kind::mutex, this);
     waiters_.push_back(w);
     lock_.unlock();
     detail::block(me, w.token, -1);
@@ -65,7 +65,7 @@ std::cv_status condition_variable::wait_impl(std::unique_lock<mutex>& lk, std::i
   detail::waiter w;
   w.who = &me;
   lock_.lock();
-  w.token = detail::prepare_wait(me);
+  w.token = detail::prepare_wait(me, detail::wait_kind::condition_variable, this);
   waiters_.push_back(w);
   lock_.unlock();
   // Enqueued before the mutex is released: a notifier that changes the
@@ -126,7 +126,7 @@ void wait_group::wait() {
   {
     std::lock_guard<detail::spinlock> g(lock_);
     if (count_ == 0) return;
-    w.token = detail::prepare_wait(me);
+    w.token = detail::prepare_wait(me, detail::wait_kind::wait_group, this);
     waiters_.push_back(w);
   }
   detail::block(me, w.token, -1);

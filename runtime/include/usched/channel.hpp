@@ -53,7 +53,7 @@ class channel {
       if (closed_) return false;
       if (offer_locked(v)) return true;
       w.who = &me;
-      w.token = detail::prepare_wait(me);
+      w.token = detail::prepare_wait(me, detail::wait_kind::channel_send, this);
       w.item = &v;
       senders_.push_back(w);
     }
@@ -86,7 +86,7 @@ class channel {
       if (take_locked(out)) return out;
       if (closed_) return std::nullopt;
       w.who = &me;
-      w.token = detail::prepare_wait(me);
+      w.token = detail::prepare_wait(me, detail::wait_kind::channel_recv, this);
       w.item = &out;
       receivers_.push_back(w);
     }

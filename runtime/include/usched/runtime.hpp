@@ -71,9 +71,16 @@ class runtime {
   // honour, before any thread is started.
   runtime();
   explicit runtime(options opts);
-  ~runtime();
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
+  // ~runtime() waits until every fiber ever spawned has returned, then stops
+  // the workers. A fiber that never returns (blocked on a channel nobody
+  // closes) makes it wait forever; after 2 s, and again after 4, 8, 16 s and
+  // so on, it logs a warning (shown at the default USCHED_LOG=warn) naming
+  // each blocked fiber and what it waits in (channel::recv, mutex::lock, a
+  // join, ...) and counting the live fibers that are running or queued.
+  // Calling it from one of the runtime's own fibers terminates the process.
+  ~runtime();
 
   // spawn() starts f(args...) as a fiber; callable from any thread.
   template <class F, class... Args>

@@ -16,10 +16,26 @@ namespace usched::detail {
 
 struct waitable;  // a fiber, or a thread's parker (runtime internals)
 
+// What a blocked caller waits in. Recorded on every wait (one byte and one
+// pointer stored, on lines the waiter owns) so that a runtime whose
+// destructor has waited long for its fibers can say which ones are blocked
+// and on what (runtime_impl::report_hang).
+enum class wait_kind : std::uint8_t {
+  none,
+  channel_send,
+  channel_recv,
+  mutex,
+  condition_variable,
+  wait_group,
+  join,   // the object is the fiber joined
+  sleep,  // no object
+};
+
 // The caller's waitable: its fiber, or its thread's parker.
 waitable& current_waitable() noexcept;
-// Arm the caller for one wait; returns the token a waker must claim.
-std::uint64_t prepare_wait(waitable& me) noexcept;
+// Arm the caller for one wait in `kind` on `object` (the primitive); returns
+// the token a waker must claim.
+std::uint64_t prepare_wait(waitable& me, wait_kind kind, const void* object) noexcept;
 // Suspend until the token is claimed by a waker, or until `deadline_ns`
 // (steady clock ns; < 0 = none) when the caller claims it itself.
 void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns);
