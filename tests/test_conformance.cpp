@@ -12,6 +12,8 @@
 
 #include <usched/usched.hpp>
 
+#include "engine.hpp"
+#include "policy.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -393,4 +395,146 @@ TEST_CASE("conformance: the destructor waits for a chain of fibers each spawning
     rt.spawn([&] { spawn_chain(ran, 5000); }).detach();
   }
   CHECK(ran.load() == 5000);
+}
+
+// ---- what one worker does with a burst of local spawns (docs/architecture.md) ----
+
+namespace {
+
+// The order in which one worker first runs `n` fibers that the fiber running
+// there spawns in a burst before it joins them, derived from the policy's
+// queue discipline (usched::policy::fair_queue / lifo_queue):
+//  - LIFO: every spawn goes to the front of the queue: newest first.
+//  - FIFO: the newest local spawn takes the runnext slot at the head and the
+//    one that held it goes to the back: the last spawn first, then the others
+//    in spawn order.
+//  - fair (CFS): a new fiber starts one slice behind min_vruntime
+//    (START_DEBIT), its slice being sched_latency / nr_running while
+//    nr_running <= sched_nr_latency, and min_granularity above (nr_running
+//    counts the spawner, the fibers already queued and the new one). The
+//    slice shrinks as the queue grows, so a smaller debit runs earlier; the
+//    spawner's vruntime, and with it min_vruntime, only grows between
+//    spawns, so equal debits run in spawn order.
+std::vector<int> expected_spawn_order(const usched::policy& p, const usched::options& o, int n) {
+  std::vector<int> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (p.fair_queue()) {
+    const auto debit = [&](int i) {
+      const auto nr = static_cast<unsigned>(i) + 2;
+      return nr > usched::detail::engine::sched_nr_latency
+                 ? o.cfs_min_granularity.count()
+                 : o.cfs_latency.count() / static_cast<long>(nr);
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return debit(a) < debit(b); });
+  } else if (p.lifo_queue()) {
+    std::reverse(order.begin(), order.end());
+  } else {
+    std::rotate(order.begin(), order.end() - 1, order.end());
+  }
+  return order;
+}
+
+}  // namespace
+
+TEST_CASE("conformance: one worker runs a burst of local spawns in its discipline's order",
+          "[conformance]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  INFO("policy=" << policy);
+  usched::options o = usched::test::make_options(policy, 1);
+  // Ten times the default CFS period and granularity (same ratio, so the
+  // same slices relative to each other): the debits then differ by at least
+  // 4 ms, far more than the spawner runs between two spawns, even in a
+  // sanitizer build.
+  o.cfs_latency = std::chrono::microseconds(240'000);
+  o.cfs_min_granularity = std::chrono::microseconds(30'000);
+  // Enough fibers for both CFS regimes: debits that shrink, then equal ones.
+  constexpr int n = 12;
+  usched::runtime rt(o);
+  std::vector<int> order;
+  rt.run([&] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int i = 0; i < n; ++i) hs.push_back(usched::spawn([&order, i] { order.push_back(i); }));
+    for (auto& h : hs) h.join();
+  });
+  CHECK(order == expected_spawn_order(*usched::make_policy(policy), o, n));
+}
+
+TEST_CASE("conformance: a rendezvous send returns once the receiver has the value, before it runs",
+          "[conformance]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  INFO("policy=" << policy);
+  usched::runtime rt(usched::test::make_options(policy, 1));
+  rt.run([] {
+    usched::channel<int> ch(0);
+    usched::channel<int> ready(1);
+    SECTION("the receiver was waiting") {
+      bool receiver_ran = false;
+      int got = 0;
+      auto r = usched::spawn([&] {
+        ready.send(1);
+        got = *ch.recv();
+        receiver_ran = true;
+      });
+      ready.recv();  // the receiver now waits in ch.recv()
+      CHECK(ch.send(42));
+      CHECK_FALSE(receiver_ran);
+      r.join();
+      CHECK(receiver_ran);
+      CHECK(got == 42);
+    }
+    SECTION("the sender was waiting") {
+      bool send_returned = false;
+      auto s = usched::spawn([&] {
+        ready.send(1);
+        send_returned = ch.send(42);
+      });
+      ready.recv();  // the sender now waits in ch.send()
+      CHECK(ch.recv() == 42);
+      CHECK_FALSE(send_returned);
+      s.join();
+      CHECK(send_returned);
+    }
+  });
+}
+
+TEST_CASE("conformance: mutex::try_lock does not yield, and a try_lock loop that yields gets the lock",
+          "[conformance]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  INFO("policy=" << policy);
+  usched::runtime rt(usched::test::make_options(policy, 1));
+  rt.run([] {
+    usched::mutex m;
+    SECTION("failing try_lock runs nothing else") {
+      m.lock();
+      bool other_ran = false;
+      auto h = usched::spawn([&] { other_ran = true; });
+      int failures = 0;
+      for (int i = 0; i < 1000; ++i) failures += m.try_lock() ? 0 : 1;
+      CHECK(failures == 1000);
+      CHECK_FALSE(other_ran);
+      m.unlock();
+      h.join();
+      CHECK(other_ran);
+    }
+    SECTION("yield between attempts lets the holder run and unlock") {
+      usched::channel<int> locked(1);
+      // The holder is runnable, not running, while this fiber loops: on one
+      // worker only a yield in the loop lets it run to its unlock.
+      auto holder = usched::spawn([&] {
+        m.lock();
+        locked.send(1);
+        usched::this_fiber::yield();
+        m.unlock();
+      });
+      locked.recv();
+      long attempts = 1;
+      while (!m.try_lock()) {
+        usched::this_fiber::yield();
+        ++attempts;
+      }
+      CHECK(attempts > 1);
+      m.unlock();
+      holder.join();
+    }
+  });
 }

@@ -8,10 +8,6 @@
 namespace usched::detail {
 namespace {
 
-// Above this many runnable fibers the CFS period stretches to
-// nr x min_granularity instead of sched_latency (sched_nr_latency).
-constexpr unsigned sched_nr_latency = 8;
-
 // How often a domain's counters may show a failed pass before the busiest
 // worker is asked to yield its running fiber (the kernel's active balance,
 // need_active_balance(): nr_balance_failed > cache_nice_tries + 2).

@@ -216,6 +216,9 @@ class engine {
   // sysctl_sched_nr_migrate default, which ghOSt's userspace CFS also uses):
   // it bounds the time a source queue's lock is held.
   static constexpr unsigned max_migrate_per_pass = 32;
+  // Above this many runnable fibers the CFS period stretches to
+  // nr x min_granularity instead of sched_latency (sched_nr_latency).
+  static constexpr unsigned sched_nr_latency = 8;
 
   engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg = {});
 

@@ -19,7 +19,8 @@ namespace usched {
 // - capacity > 0: send() blocks while the buffer is full; recv() blocks while
 //   it is empty.
 // - capacity == 0: a rendezvous; send() blocks until a receiver takes the
-//   value.
+//   value, and returns as soon as the receiver has it, not once the receiver
+//   has run (a send that finds a receiver waiting does not block at all).
 // - close(): later sends fail (return false); receivers drain what is
 //   buffered, then recv() returns an empty optional. Senders blocked at close
 //   return false, their values not delivered.

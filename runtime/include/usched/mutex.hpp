@@ -23,6 +23,9 @@ class mutex {
   mutex& operator=(const mutex&) = delete;
 
   void lock();
+  // try_lock() takes the lock if it is free, without spinning, blocking or
+  // yielding: a `while (!try_lock())` loop keeps its worker, and a holder
+  // queued on that worker never runs. Use lock(), or yield in the loop.
   bool try_lock() noexcept {
     std::uint32_t expected = unlocked;
     return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
