@@ -25,6 +25,7 @@
 #include <alloca.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -178,6 +179,12 @@ int main(int argc, char** argv) {
       rt.spawn([] { throw std::runtime_error("nobody joins me"); }).detach();
     } else if (std::strcmp(mode, "hang") == 0) {
       hang();
+    } else if (std::strcmp(mode, "self-destroy") == 0) {
+      // A fiber deletes the runtime it runs on; the main thread waits.
+      auto* rt = new usched::runtime(opts);
+      rt->spawn([rt] { delete rt; }).detach();
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 1;
     } else if (std::strcmp(mode, "config") == 0) {
       usched::runtime rt(opts);
     } else if (std::strcmp(mode, "start") == 0) {
@@ -189,7 +196,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|alloca KIB|frame KIB|detached|hang|config|start\n");
+      std::fprintf(stderr, "usage: death_probe overflow|alloca KIB|frame KIB|detached|hang|self-destroy|config|start\n");
       return 2;
     }
     return 0;

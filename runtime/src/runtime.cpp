@@ -69,12 +69,27 @@ engine_config engine_config_of(const options& o) {
   return c;
 }
 
-// An uncaught exception in a detached fiber ends the process. The line goes
-// to stderr with a plain write, whatever the log level: the process is about
-// to die and this is the only account of why. Then abort(), not
-// std::terminate(): there is no active exception here (it was caught into
-// the task), and the C++ runtime's terminate handler would add a misleading
-// "without an active exception" line.
+// The end of a process the runtime cannot go on in: one line to stderr with
+// a plain write, whatever the log level (the process is about to die and this
+// is the only account of why), then abort(), not std::terminate(): there is
+// no active exception, and the C++ runtime's terminate handler would add a
+// misleading "without an active exception" line.
+[[noreturn]] void die(std::string line) noexcept {
+  // One line, however long the parts are: a newline in one would split it.
+  for (char& c : line) {
+    if (c == '\n') c = ' ';
+  }
+  line = "usched: " + line + "\n";
+  for (std::size_t off = 0; off < line.size();) {
+    const ssize_t n = write(STDERR_FILENO, line.data() + off, line.size() - off);
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+  std::abort();
+}
+
+// An uncaught exception in a detached fiber ends the process (the exception
+// was caught into the task: nobody else will see it).
 [[noreturn]] void report_detached_exception(fiber* f) noexcept {
   std::string what = "unknown exception";
   try {
@@ -84,18 +99,8 @@ engine_config engine_config_of(const options& o) {
   } catch (...) {
   }
   f->rt->log().flush();
-  std::string line = "usched: detached fiber " + std::to_string(f->id) +
-                     " ended with an uncaught exception: " + what + "; aborting\n";
-  // One line, however long what() is: a newline in it would split the line.
-  for (std::size_t i = 0; i + 1 < line.size(); ++i) {
-    if (line[i] == '\n') line[i] = ' ';
-  }
-  for (std::size_t off = 0; off < line.size();) {
-    const ssize_t n = write(STDERR_FILENO, line.data() + off, line.size() - off);
-    if (n <= 0) break;
-    off += static_cast<std::size_t>(n);
-  }
-  std::abort();
+  die("detached fiber " + std::to_string(f->id) + " ended with an uncaught exception: " + what +
+      "; aborting");
 }
 
 }  // namespace
@@ -164,9 +169,11 @@ void runtime_impl::stop_workers() noexcept {
 }
 
 runtime_impl::~runtime_impl() {
-  if (local_worker()) {
-    log_->critical("a runtime was destroyed from one of its own fibers; terminating");
-    std::terminate();
+  // It would wait for the fiber running the destructor to finish.
+  if (worker* w = local_worker()) {
+    log_->flush();
+    die("fiber " + std::to_string(w->current_fiber() ? w->current_fiber()->id : 0) +
+        " destroyed the runtime it runs on, which would wait for it forever; aborting");
   }
   {
     // An exiting fiber checks draining_ with a plain load after counting

@@ -79,7 +79,8 @@ class runtime {
   // so on, it logs a warning (shown at the default USCHED_LOG=warn) naming
   // each blocked fiber and what it waits in (channel::recv, mutex::lock, a
   // join, ...) and counting the live fibers that are running or queued.
-  // Calling it from one of the runtime's own fibers terminates the process.
+  // Calling it from one of the runtime's own fibers, which it would wait for
+  // forever, ends the process: one line on stderr naming the fiber, then abort().
   ~runtime();
 
   // spawn() starts f(args...) as a fiber; callable from any thread.
