@@ -10,18 +10,15 @@
 
 #include <usched/usched.hpp>
 
+#include "test_support.hpp"
+
 #include "micro_compare_cli.hpp"
 
 namespace mc = bench::micro_compare;
 
 namespace {
 
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
+using usched::test::words;
 
 std::string message(const std::vector<std::string>& args, unsigned cpus) {
   try {

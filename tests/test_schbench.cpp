@@ -21,6 +21,8 @@
 
 #include <usched/usched.hpp>
 
+#include "test_support.hpp"
+
 #include "cli.hpp"
 #include "compare_cli.hpp"
 #include "histogram.hpp"
@@ -29,12 +31,7 @@ namespace sb = usched::schbench;
 
 namespace {
 
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
+using usched::test::words;
 
 sb::cli_options parse(const std::string& line) { return sb::parse_cli(words(line)); }
 

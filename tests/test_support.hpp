@@ -1,6 +1,7 @@
 // test_support.hpp: shared helpers for the runtime tests.
 #pragma once
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ inline options make_options(const std::string& policy, unsigned workers) {
   o.topology = eight_pu_topology;
   o.spin = std::chrono::microseconds(20);
   return o;
+}
+
+// The whitespace-separated words of `line`: a command line for the parsers
+// of the bundled programs.
+inline std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
 }
 
 }  // namespace usched::test
