@@ -248,7 +248,7 @@ void worker::yield_current(prev_action action) {
 }
 
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
-  if (deadline_ns >= 0) {
+  if (has_timer(deadline_ns)) {
     timers_.push_back({deadline_ns, self, token});
     std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
   }
