@@ -197,3 +197,73 @@ TEST_CASE("a wait whose deadline is past, in a fiber and on a thread, times out 
     CHECK(ws.thread_status == std::cv_status::timeout);
   }
 }
+
+// A fiber sleeps 20 ms on worker 0 while another fiber on worker 0 spins.
+// Worker 0 never gets to its timers while the spinner runs; worker 1 is idle
+// and must fire them. The spinner spins until the sleeper has run after its
+// sleep, or for `generous`, and says which; it never blocks or yields.
+TEST_CASE("a timer whose worker runs a fiber that does not yield fires on an idle worker", "[timers][steal]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  const auto spin = GENERATE(20us, 0us);
+  INFO("policy " << policy << ", spin " << spin.count() << " us");
+  auto opts = usched::test::make_options(policy, 2);
+  opts.spin = spin;
+  usched::runtime rt(opts);
+  std::atomic<bool> woke{false};
+  usched::spawn_options on0;
+  on0.pin = 0;
+  // Pinned to worker 0, the woken sleeper is queued there, behind the
+  // spinner, which lets it run at its preempt points: those yield only when
+  // a fiber is queued, and run no timers.
+  auto sleeper = rt.spawn(on0, [&] {
+    usched::this_fiber::sleep_for(20ms);
+    woke.store(true);
+  });
+  auto spinner = rt.spawn(on0, [&] {
+    const auto give_up = steady::now() + generous;
+    while (!woke.load() && steady::now() < give_up) usched::this_fiber::preempt_point();
+    return woke.load();
+  });
+  CHECK(spinner.join());
+  sleeper.join();
+}
+
+// The same with neither fiber pinned and a spinner that has no preempt
+// points: the woken sleeper must run on the idle worker. Every policy whose
+// wake placement or newly-idle pull moves a fiber off a busy worker does
+// that; `none` keeps a fiber where it last ran, by design.
+TEST_CASE("a fiber woken by the timer of a busy worker runs on an idle one", "[timers][steal]") {
+  std::vector<std::string> policies;
+  for (const std::string& p : usched::policy_names()) {
+    if (p != "none") policies.push_back(p);
+  }
+  const std::string policy = GENERATE_COPY(from_range(policies));
+  const auto spin = GENERATE(20us, 0us);
+  INFO("policy " << policy << ", spin " << spin.count() << " us");
+  auto opts = usched::test::make_options(policy, 2);
+  opts.spin = spin;
+  usched::runtime rt(opts);
+  std::atomic<int> where{-1};
+  std::atomic<bool> woke{false};
+  auto sleeper = rt.spawn([&] {
+    where.store(usched::this_fiber::worker_index());
+    usched::this_fiber::sleep_for(20ms);
+    woke.store(true);
+  });
+  const auto give_up = steady::now() + generous;
+  while (where.load() < 0 && steady::now() < give_up) std::this_thread::sleep_for(100us);
+  REQUIRE(where.load() >= 0);
+  // The sleeper's timer is on worker `where`'s heap (it is running there or
+  // already asleep); the spinner, queued there behind it if need be, holds
+  // that worker from then on.
+  usched::spawn_options there;
+  there.pin = where.load();
+  auto spinner = rt.spawn(there, [&] {
+    const auto until = steady::now() + generous;
+    while (!woke.load() && steady::now() < until) {
+    }
+    return woke.load();
+  });
+  CHECK(spinner.join());
+  sleeper.join();
+}
