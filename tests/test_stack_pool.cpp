@@ -2,6 +2,7 @@
 // one-mapping-per-stack would allow.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -91,6 +92,43 @@ TEST_CASE("stack pool: a batch take hands out the most recently returned first, 
   pool.give(out, 8);
   pool.give(rest, n);
   pool.give(fresh, 1);
+}
+
+TEST_CASE("stack pool: teardown unmaps whole slabs, neighbours in one call", "[stack_pool]") {
+  // Slabs given in any order; three adjacent ones and one apart.
+  const std::size_t slab = 16 * 4096;
+  alignas(4096) static char area[8 * 16 * 4096];
+  char* a = area;
+  const auto plan = stack_pool::unmap_plan({a + 2 * slab, a, a + 5 * slab, a + slab}, slab);
+  REQUIRE(plan.size() == 2);
+  CHECK(plan[0].base == a);
+  CHECK(plan[0].bytes == 3 * slab);
+  CHECK(plan[1].base == a + 5 * slab);
+  CHECK(plan[1].bytes == slab);
+  CHECK(stack_pool::unmap_plan({}, slab).empty());
+
+  // A real pool, half its stacks guarded: the plan covers every block once,
+  // and after the pool is gone none of them is mapped any more.
+  std::vector<char*> blocks;
+  std::size_t covered = 0;
+  {
+    stack_pool pool(64 * 1024, 32);
+    std::vector<fiber*> taken;
+    for (int i = 0; i < 64; ++i) taken.push_back(pool.take());
+    for (fiber* f : taken) blocks.push_back(f->block);
+    const auto real = pool.unmap_plan();
+    CHECK(real.size() <= 4);
+    for (const auto& m : real) covered += m.bytes;
+    CHECK(covered == 64 * taken.front()->block_size);
+    for (fiber* f : taken) {
+      const bool inside = std::any_of(real.begin(), real.end(), [&](const auto& m) {
+        return f->block >= m.base && f->block + f->block_size <= m.base + m.bytes;
+      });
+      CHECK(inside);
+    }
+    pool.give(taken.data(), taken.size());
+  }
+  for (char* b : blocks) CHECK(protection_of(b) == "unmapped");
 }
 
 TEST_CASE("stack pool: a budget never runs out when it covers every stack", "[stack_pool]") {

@@ -115,6 +115,17 @@ constexpr const char* same_worker = "^(yield|yield_apart|chan_same)/";
 constexpr const char* yield_only = "^yield/";
 constexpr const char* multi_worker = "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross)";
 constexpr const char* wake_only = "^wake_";
+constexpr const char* timer_only = "^timer_late/";
+
+// The policies of the timer_late table: the one asked for, one that pulls
+// a woken fiber to an idle worker, and one that never moves it.
+std::vector<std::string> timer_policies(const options& o) {
+  std::vector<std::string> out = {o.policy};
+  for (const char* p : {"steal", "none"}) {
+    if (o.policy != p) out.push_back(p);
+  }
+  return out;
+}
 
 std::vector<config> make_configs(const options& o) {
   const std::string w1 = "--workers=1";
@@ -140,6 +151,11 @@ std::vector<config> make_configs(const options& o) {
       {"bwssW", "boost-ws-sleep" + wl, {"--peer=boost-ws-sleep", ww, filter(wake_only)}, 2},
       {"thread", "thread" + wl, {"--peer=thread", ww}},
   };
+  for (const std::string& tp : timer_policies(o)) {
+    c.push_back({"usT-" + tp, "usched " + tp + wl, {"--peer=usched", ww, "--policy=" + tp, filter(timer_only)}, 2});
+  }
+  c.push_back({"usT-park", "usched " + o.policy + wl + " spin-us=0",
+               {"--peer=usched", ww, pol, "--spin-us=0", filter(timer_only)}, 2});
   const std::vector<std::string> sizes = {"--samples=" + std::to_string(o.samples()),
                                           "--fibers=" + std::to_string(o.fibers())};
   std::vector<config> out;
@@ -481,6 +497,15 @@ std::vector<block> make_blocks(const options& o) {
                   line{"cache line one way (floor)", line_kind::floor, "thread", "cacheline"},
                   peer("boost-ws", "bwsW", "chan_cross"),
                   peer("boost-shared", "bshW", "chan_cross")}});
+  }
+  if (o.workers >= 2) {
+    std::vector<line> lines;
+    for (const std::string& tp : timer_policies(o)) lines.push_back(plain("usched " + tp, "usT-" + tp, "timer_late"));
+    lines.push_back(plain(p + ", spin-us=0", "usT-park", "timer_late"));
+    b.push_back({"timer_late: us a 1 ms sleep ends late when a fiber that never yields holds the sleeper's worker "
+                 "(up to 20 ms), 200 sleeps, " + ws,
+                 {{"p50 us", "p50_us", false}, {"max us", "max_us", false}},
+                 lines});
   }
   b.push_back({"load tracking: yield ns per yield, 1 worker; the cost is " + o.policy +
                    " minus " + o.policy + " without load tracking, per round",

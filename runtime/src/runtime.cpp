@@ -497,7 +497,7 @@ void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns) {
       p.word.store(0, std::memory_order_relaxed);
       return;
     }
-    if (deadline_ns < 0) {
+    if (!has_timer(deadline_ns)) {
       futex_wait(p.word, 0);
       continue;
     }
@@ -611,6 +611,22 @@ void join_fiber(fiber* f) {
   block(me, token, -1);
 }
 
+void sleep_until_deadline(std::int64_t deadline_ns) {
+  worker* w = worker_of_this_thread();
+  fiber* f = w ? w->current_fiber() : nullptr;
+  if (!f) {
+    // A thread sleeps in the kernel; time_point::max() (far_deadline_ns) is
+    // a sleep the kernel itself clamps to the end of its clock.
+    std::this_thread::sleep_until(
+        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns)));
+    return;
+  }
+  if (deadline_ns <= now_ns()) return;
+  // A far deadline arms no timer: nothing ever resumes this wait.
+  const std::uint64_t token = prepare_wait(*f, wait_kind::sleep, nullptr);
+  w->block_current(f, token, deadline_ns);
+}
+
 bool fiber_finished(const fiber* f) noexcept { return f->done.load(std::memory_order_acquire); }
 
 void release_fiber(fiber* f) noexcept { f->rt->drop_ref(f); }
@@ -668,17 +684,7 @@ namespace this_fiber {
 // yield() is defined in worker.cpp, beside the switch it inlines.
 
 void sleep_until(std::chrono::steady_clock::time_point deadline) {
-  detail::worker* w = detail::worker_of_this_thread();
-  detail::fiber* f = w ? w->current_fiber() : nullptr;
-  if (!f) {
-    std::this_thread::sleep_until(deadline);
-    return;
-  }
-  const std::int64_t ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
-  if (ns <= detail::now_ns()) return;
-  const std::uint64_t token = detail::prepare_wait(*f, detail::wait_kind::sleep, nullptr);
-  w->block_current(f, token, ns);
+  detail::sleep_until_deadline(detail::deadline_at(deadline));
 }
 
 fiber_id get_id() noexcept {

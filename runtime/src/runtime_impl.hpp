@@ -41,7 +41,7 @@ class worker;
 // The worker the calling OS thread is (of any runtime), or null.
 worker* worker_of_this_thread() noexcept;
 
-// A sleeping or timed-out wait, in its worker's private heap.
+// A sleeping or timed wait, in the heap of the worker it blocked on.
 struct timer_entry {
   std::int64_t deadline;
   fiber* f;
@@ -69,7 +69,8 @@ class worker {
   // preemption at a preempt point.
   void yield_current(prev_action action = prev_action::yield);
   // block_current() switches away from `self`, which has armed `token` and
-  // published itself; with deadline_ns >= 0 a timer claims the token then.
+  // published itself; when has_timer(deadline_ns), a timer on this worker's
+  // heap claims the token then.
   void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns);
   // exit_current() leaves the finished running fiber forever.
   [[noreturn]] void exit_current();
@@ -108,6 +109,10 @@ class worker {
   // on its runqueue (runqueue::push_back's seq_cst store of the count).
   void notify() noexcept;
   bool parked() const noexcept { return park_word_.load(std::memory_order_seq_cst) != 0; }
+  // The earliest deadline on this worker's timer heap, far_deadline_ns when
+  // it is empty. Written under the heap's lock (seq_cst: the timer watcher's
+  // hand-shake, see runtime_impl::watch_timer), read without it.
+  std::int64_t earliest_timer() const noexcept { return earliest_timer_.load(std::memory_order_seq_cst); }
 
   worker_stats stats() const noexcept;
 
@@ -117,7 +122,26 @@ class worker {
   fiber* find_work();
   void idle_wait();
   bool has_other_work() const noexcept;
+  // ---- timers (docs/architecture.md, "Timers") ----
+  // add_timer() puts a wait's deadline on this worker's heap; the running
+  // fiber's worker only.
+  void add_timer(std::int64_t deadline_ns, fiber* f, std::uint64_t token);
+  // run_timers() fires this worker's own timers due by `now`; its thread
+  // only (the switch paths and the idle loop).
   void run_timers(std::int64_t now);
+  // fire_timers() pops the entries of this worker's heap due by `now` and
+  // resumes their waits, on the thread of worker `by` (this one, or an idle
+  // worker firing the timers of a busy one). With `try_only` it gives up
+  // when the heap's lock is taken: whoever holds it is firing them. Returns
+  // how many waits it resumed. Any thread; takes timer_lock_.
+  std::size_t fire_timers(std::int64_t now, worker& by, bool try_only);
+  // fire_due_timers() is the idle worker's look at every worker's heap:
+  // fires what is due anywhere. True if it resumed a wait.
+  bool fire_due_timers();
+  // leaving_idle() runs when the idle loop found a fiber to run: the
+  // runtime's timer watcher must now cover this worker's timers, and an
+  // ex-watcher hands its watch to a parked worker.
+  void leaving_idle() noexcept;
   void reserve_fiber_ids() noexcept;
   void refill_fiber_cache();
   void spill_fiber_cache();
@@ -155,7 +179,15 @@ class worker {
   std::uint64_t found_cycles_ = 0;  // the counter when find_work() last looked
   std::int64_t last_idle_kick_ns_ = 0;
 
-  std::vector<timer_entry> timers_;  // min-heap by deadline, touched only by this worker
+  // Whether this worker's heap may hold timers: set when it adds one,
+  // cleared when it sees the heap empty. Only this worker's thread touches
+  // it, so the switch paths test a plain flag, not the heap's lock or
+  // atomics (another worker emptying the heap leaves it set until then).
+  bool has_timers_ = false;
+  // This worker is parked as the runtime's timer watcher (watching_), or
+  // was and has not yet handed the watch on (watch_handoff_); own thread.
+  bool watching_ = false;
+  bool watch_handoff_ = false;
   std::vector<cpu_snapshot> scratch_;
   std::vector<fiber*> fiber_cache_;
   std::uint64_t rng_;
@@ -164,6 +196,15 @@ class worker {
 
   // 1 while parked (or about to park), 0 otherwise; the futex word.
   alignas(64) std::atomic<std::uint32_t> park_word_{0};
+
+  // The timer heap, on lines of its own: other workers read earliest_timer_
+  // while idle and take timer_lock_ to fire what is due, and neither may
+  // share a line with what this worker's switches write.
+  // timers_ is a min-heap by deadline, under timer_lock_; only this worker
+  // adds to it, any worker pops due entries (fire_timers).
+  alignas(64) std::atomic<std::int64_t> earliest_timer_{far_deadline_ns};
+  spinlock timer_lock_;
+  std::vector<timer_entry> timers_;
 
   // Counters written by this worker's thread only; relaxed atomics so that
   // runtime::stats() may read them from another thread at any time.
@@ -238,6 +279,26 @@ class runtime_impl {
 
   std::atomic<int> nr_spinning{0};
   std::atomic<int> nr_parked{0};
+
+  // ---- the timer watcher (docs/architecture.md, "Timers") ----
+  // One parked worker at a time is the watcher: it sleeps only until the
+  // earliest timer of every worker that is not parked (a parked worker
+  // wakes for its own), so that a timer whose worker runs a fiber that does
+  // not yield is fired by an idle worker, late by no more than a wake-up.
+  // watch_timer(): worker `w`, not parked, has `deadline` as its earliest
+  // timer; wake the watcher if it sleeps past it, or a parked worker to
+  // become the watcher if there is none. Any thread.
+  void watch_timer(std::int64_t deadline, const worker& w) noexcept;
+  // watched_deadline() is what the watcher `self` sleeps until: the earliest
+  // timer of itself and of every worker not parked.
+  std::int64_t watched_deadline(const worker& self) const noexcept;
+  // hand_off_watch(): `self`, the watcher until it unparked, goes to run a
+  // fiber; if timers wait and nobody watches, wake a parked worker to.
+  void hand_off_watch(const worker& self) noexcept;
+  // The watcher's worker index, -1 for none; and the deadline it sleeps
+  // until (meaningful while timer_watcher >= 0).
+  std::atomic<int> timer_watcher{-1};
+  std::atomic<std::int64_t> watch_until{far_deadline_ns};
 
  private:
   std::uint64_t external_random() noexcept;

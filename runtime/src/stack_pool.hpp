@@ -4,7 +4,7 @@
 // stack, together with room for a small task frame: taking a fiber from the
 // pool allocates nothing. Blocks are mapped a slab at a time (one mmap for
 // several fibers) and only unmapped when the pool is destroyed, after every
-// worker has stopped.
+// worker has stopped: whole slabs at once, adjacent slabs in one munmap.
 //
 // Guard pages and vm.max_map_count. A guard page is a PROT_NONE page below
 // each stack, and it splits the mapping: every guarded stack costs the
@@ -65,6 +65,17 @@ class stack_pool {
     return notice_.compare_exchange_strong(pending, 2, std::memory_order_relaxed);
   }
 
+  // A run of adjacent slabs, unmapped by the destructor in one call.
+  struct mapping {
+    char* base;
+    std::size_t bytes;
+  };
+  // unmap_plan() orders `slabs` (the first bytes of slabs of `slab_bytes`
+  // each) by address and joins neighbours: what the destructor unmaps.
+  static std::vector<mapping> unmap_plan(std::vector<char*> slabs, std::size_t slab_bytes);
+  // The plan for this pool's slabs now; under the lock.
+  std::vector<mapping> unmap_plan() const;
+
   // Where the task frame of `f` goes: `size` bytes aligned to `align` right
   // below the control block, or null if it does not fit the inline area.
   static void* inline_frame(fiber* f, std::size_t size, std::size_t align) noexcept;
@@ -85,6 +96,9 @@ class stack_pool {
   std::size_t guarded_ = 0;
   std::vector<fiber*> free_;
   std::vector<fiber*> all_;
+  // Every slab's first byte (each is map_size_ * slab_fibers long), for the
+  // destructor's munmap.
+  std::vector<char*> slabs_;
 };
 
 }  // namespace usched::detail

@@ -52,11 +52,11 @@ void mutex::unlock() noexcept {
   if (w) detail::wake(*w->who, w->token);
 }
 
-void condition_variable::wait(std::unique_lock<mutex>& lk) { wait_impl(lk, -1); }
+void condition_variable::wait(std::unique_lock<mutex>& lk) { wait_impl(lk, detail::no_deadline); }
 
 std::cv_status condition_variable::wait_until(std::unique_lock<mutex>& lk,
                                               std::chrono::steady_clock::time_point deadline) {
-  return wait_impl(lk, detail::to_deadline_ns(deadline));
+  return wait_impl(lk, detail::deadline_at(deadline));
 }
 
 std::cv_status condition_variable::wait_impl(std::unique_lock<mutex>& lk, std::int64_t deadline_ns) {
@@ -73,10 +73,10 @@ std::cv_status condition_variable::wait_impl(std::unique_lock<mutex>& lk, std::i
   lk.unlock();
   detail::block(me, w.token, deadline_ns);
   std::cv_status status = std::cv_status::no_timeout;
-  // Without a deadline only a notifier ends the wait, and it unlinked us
+  // Without a timer only a notifier ends the wait, and it unlinked us
   // before waking us: there is nothing to look at under lock_, which the
   // notifier may still hold (it wakes under it), so do not queue behind it.
-  if (deadline_ns >= 0) {
+  if (detail::has_timer(deadline_ns)) {
     lock_.lock();
     if (w.linked) {
       // Still in the list: the deadline claimed the wait, nobody notified us.

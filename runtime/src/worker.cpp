@@ -34,6 +34,11 @@ constexpr unsigned on_cpu_spins_before_yield = 1024;
 // 4 ms is a jiffy at HZ=250).
 constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
 
+// Due timers a heap gives up per acquisition of its lock: their waits are
+// resumed after the lock is dropped (a resume takes a runqueue lock and may
+// wake a worker), so the heap's owner adding a timer never waits behind that.
+constexpr std::size_t timer_batch = 16;
+
 // The entry of a frame made only to be looked at (fp_in_first_frame).
 [[noreturn]] void never_entered(bctx::transfer_t) { std::abort(); }
 
@@ -229,7 +234,7 @@ void worker::fiber_entry(bctx::transfer_t t) {
 void worker::yield_current(prev_action action) {
   fiber* self = current_;
   engine& e = rt_.eng();
-  if (!timers_.empty()) run_timers(now_ns());
+  if (has_timers_) [[unlikely]] run_timers(now_ns());
   int pushed_to = -1;
   fiber* next;
   if (!e.fair() && !e.tracks_load()) {
@@ -248,11 +253,8 @@ void worker::yield_current(prev_action action) {
 }
 
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
-  if (deadline_ns >= 0) {
-    timers_.push_back({deadline_ns, self, token});
-    std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
-  }
-  if (!timers_.empty()) run_timers(now_ns());
+  if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
+  if (has_timers_) run_timers(now_ns());
   engine& e = rt_.eng();
   auto* next = static_cast<fiber*>(
       e.pick_next(index_, self, prev_action::block, e.fair() ? engine_now_ns() : 0));
@@ -306,14 +308,153 @@ void worker::tick(std::int64_t now) {
 }
 
 // ---- timers ----------------------------------------------------------------
+//
+// Each worker keeps the timers of the waits that blocked on it, and fires
+// them from its switch paths and its idle loop. A worker running a fiber
+// that does not yield fires nothing, so idle workers fire the due timers of
+// every heap too (Go's findrunnable steals other Ps' timers the same way),
+// and one parked worker, the watcher, sleeps only until the earliest timer
+// of the workers that are not parked. A timer entry may therefore be popped
+// by any worker, under its heap's lock, exactly once; its wait is resumed
+// only if the claim of its token succeeds, so an entry whose wait was
+// notified first, or whose fiber has finished and been reused since (tokens
+// only grow, and pooled fibers are unmapped only after every worker has
+// stopped), is dropped.
+
+void worker::add_timer(std::int64_t deadline_ns, fiber* f, std::uint64_t token) {
+  bool earliest = false;
+  {
+    std::lock_guard<spinlock> g(timer_lock_);
+    timers_.push_back({deadline_ns, f, token});
+    std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
+    earliest = timers_.front().deadline == deadline_ns;
+    if (earliest) earliest_timer_.store(deadline_ns, std::memory_order_seq_cst);
+  }
+  has_timers_ = true;
+  // A new earliest deadline while this worker runs fibers: the watcher, if
+  // it sleeps past it, must wake.
+  if (earliest) rt_.watch_timer(deadline_ns, *this);
+}
+
+std::size_t worker::fire_timers(std::int64_t now, worker& by, bool try_only) {
+  std::size_t resumed = 0;
+  timer_entry due[timer_batch];
+  for (;;) {
+    if (try_only) {
+      if (!timer_lock_.try_lock()) return resumed;
+    } else {
+      timer_lock_.lock();
+    }
+    std::size_t n = 0;
+    while (n < timer_batch && !timers_.empty() && timers_.front().deadline <= now) {
+      std::pop_heap(timers_.begin(), timers_.end(), std::greater<>{});
+      due[n++] = timers_.back();
+      timers_.pop_back();
+    }
+    const std::int64_t next = timers_.empty() ? far_deadline_ns : timers_.front().deadline;
+    earliest_timer_.store(next, std::memory_order_seq_cst);
+    timer_lock_.unlock();
+    for (std::size_t i = 0; i < n; ++i) {
+      // A stale entry (the wait was notified first) fails the claim.
+      if (claim(*due[i].f, due[i].token)) {
+        rt_.schedule(due[i].f, placement_kind::wake, &by);
+        ++resumed;
+      }
+    }
+    if (next > now) return resumed;
+  }
+}
 
 void worker::run_timers(std::int64_t now) {
-  while (!timers_.empty() && timers_.front().deadline <= now) {
-    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>{});
-    const timer_entry e = timers_.back();
-    timers_.pop_back();
-    // A stale entry (the wait was notified first) fails the claim.
-    if (claim(*e.f, e.token)) rt_.schedule(e.f, placement_kind::wake, this);
+  // Relaxed: only this thread lowers the earliest deadline; a stale, lower
+  // value read here costs a look under the lock that finds nothing due.
+  const std::int64_t earliest = earliest_timer_.load(std::memory_order_relaxed);
+  if (earliest <= now) {
+    fire_timers(now, *this, false);
+  } else if (earliest == far_deadline_ns) {
+    has_timers_ = false;
+  }
+}
+
+bool worker::fire_due_timers() {
+  const auto n = static_cast<int>(rt_.nr_workers());
+  std::int64_t now = -1;
+  bool resumed = false;
+  // Its own heap first, then the others.
+  for (int i = 0; i < n; ++i) {
+    worker& o = rt_.worker_at((index_ + i) % n);
+    // Relaxed: a stale value delays a steal to the next look, and the
+    // watcher's sleep (watched_deadline) reads seq_cst.
+    const std::int64_t earliest = o.earliest_timer_.load(std::memory_order_relaxed);
+    if (earliest == far_deadline_ns) continue;
+    if (now < 0) now = now_ns();
+    if (earliest > now) continue;
+    resumed |= o.fire_timers(now, *this, &o != this) > 0;
+  }
+  if (has_timers_ && earliest_timer_.load(std::memory_order_relaxed) == far_deadline_ns) has_timers_ = false;
+  return resumed;
+}
+
+void worker::leaving_idle() noexcept {
+  if (has_timers_) rt_.watch_timer(earliest_timer(), *this);
+  if (watch_handoff_) {
+    watch_handoff_ = false;
+    rt_.hand_off_watch(*this);
+  }
+}
+
+// The watcher hand-shake. An adder (add_timer, leaving_idle) stores its
+// earliest deadline, then reads timer_watcher and watch_until; a parker
+// that becomes the watcher takes timer_watcher, stores watch_until, then
+// reads every worker's park word and earliest deadline. All seq_cst, so in
+// their total order either the parker reads the new deadline (and sleeps no
+// later) or the adder reads the parker's watch_until (and wakes it if that
+// is later). A worker the watcher skipped as parked clears its park word
+// before it can run a fiber, and reads the watch after that (leaving_idle).
+void runtime_impl::watch_timer(std::int64_t deadline, const worker& w) noexcept {
+  const int watcher = timer_watcher.load(std::memory_order_seq_cst);
+  if (watcher < 0) {
+    // Nobody watches: a worker that parks from now on takes the watch and
+    // sees this deadline; one already parked (under a watcher that has
+    // since left) must be woken to re-park as the watcher.
+    if (nr_parked.load(std::memory_order_seq_cst) > 0) {
+      for (auto& o : workers_) {
+        if (o.get() != &w && o->parked()) {
+          o->notify();
+          return;
+        }
+      }
+    }
+    return;
+  }
+  if (watch_until.load(std::memory_order_seq_cst) > deadline) worker_at(watcher).notify();
+}
+
+std::int64_t runtime_impl::watched_deadline(const worker& self) const noexcept {
+  std::int64_t until = self.earliest_timer();
+  for (const auto& o : workers_) {
+    if (o.get() == &self || o->parked()) continue;
+    until = std::min(until, o->earliest_timer());
+  }
+  return until;
+}
+
+void runtime_impl::hand_off_watch(const worker& self) noexcept {
+  if (timer_watcher.load(std::memory_order_seq_cst) >= 0) return;
+  if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
+  bool timers = false;
+  for (const auto& o : workers_) {
+    if (!o->parked() && o->earliest_timer() != far_deadline_ns) {
+      timers = true;
+      break;
+    }
+  }
+  if (!timers) return;
+  for (auto& o : workers_) {
+    if (o.get() != &self && o->parked()) {
+      o->notify();
+      return;
+    }
   }
 }
 
@@ -321,7 +462,7 @@ void worker::run_timers(std::int64_t now) {
 
 fiber* worker::find_work() {
   engine& e = rt_.eng();
-  if (!timers_.empty()) run_timers(now_ns());
+  if (has_timers_) run_timers(now_ns());
   // One counter read serves the tick check and, for the disciplines that
   // account time, the engine's clock: this is the wake-up path of an idle
   // worker.
@@ -356,7 +497,8 @@ void worker::idle_wait() {
   // The loop's clock is the engine's (a counter read): a wake-up that
   // arrives while the loop is away from its poll waits for it, so that
   // part is kept short. Timer deadlines are on the steady clock, read only
-  // when there is a timer.
+  // when some worker has a timer; the poll fires the due timers of every
+  // worker, since a busy one cannot fire its own.
   rt_.nr_spinning.fetch_add(1, std::memory_order_seq_cst);
   const std::int64_t spin_until = engine_now_ns() + rt_.spin_ns();
   bool found = false;
@@ -367,7 +509,7 @@ void worker::idle_wait() {
     }
     if (i % spin_poll_iterations == 0) {
       const std::int64_t now = engine_now_ns();
-      if (!timers_.empty() && timers_.front().deadline <= now_ns()) {
+      if (fire_due_timers()) {
         found = true;
         break;
       }
@@ -407,15 +549,43 @@ void worker::idle_wait() {
     work = rt_.eng().newidle_balance(index_, engine_now_ns(), next_random(), scratch_) > 0;
   }
   if (!work) {
+    // Sleep until this worker's own earliest timer; the watcher (one parked
+    // worker, the first to find the post free) until the earliest timer of
+    // any worker that is not parked, which it then fires from its idle loop.
+    std::int64_t until = earliest_timer();
+    if (!watching_) {
+      int none = -1;
+      watching_ = rt_.timer_watcher.compare_exchange_strong(none, index_, std::memory_order_seq_cst);
+    }
+    if (watching_) {
+      watch_handoff_ = false;
+      // Publish, then look: a deadline added after the look reads this
+      // watch_until and wakes us if it is earlier (runtime_impl::watch_timer).
+      for (;;) {
+        rt_.watch_until.store(until, std::memory_order_seq_cst);
+        const std::int64_t seen = rt_.watched_deadline(*this);
+        if (seen >= until) break;
+        until = seen;
+      }
+    }
     std::int64_t timeout = -1;
-    if (!timers_.empty()) timeout = std::max<std::int64_t>(0, timers_.front().deadline - now_ns());
+    if (until != far_deadline_ns) timeout = std::max<std::int64_t>(0, until - now_ns());
     if (timeout != 0) {
       parks_.add();
       futex_wait(park_word_, 1, timeout);
     }
   }
-  park_word_.store(0, std::memory_order_relaxed);
+  // seq_cst: the watcher skips parked workers' timers; this store comes
+  // before this worker runs a fiber and reads the watch (leaving_idle).
+  park_word_.store(0, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
+  if (watching_) {
+    // Whatever woke us, the watch is open again: a worker that parks takes
+    // it, and if this one goes to run a fiber it hands it on.
+    watching_ = false;
+    rt_.timer_watcher.store(-1, std::memory_order_seq_cst);
+    watch_handoff_ = true;
+  }
 }
 
 void worker::notify() noexcept {
@@ -450,6 +620,7 @@ void worker::main() {
   for (;;) {
     fiber* next = find_work();
     if (next) {
+      if (has_timers_ || watch_handoff_) [[unlikely]] leaving_idle();
       switch_to(next, false);
       continue;
     }

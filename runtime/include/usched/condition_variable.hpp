@@ -4,7 +4,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
+#include <usched/detail/deadline.hpp>
 #include <usched/detail/spinlock.hpp>
 #include <usched/detail/wait.hpp>
 #include <usched/mutex.hpp>
@@ -30,35 +32,44 @@ class condition_variable {
   }
 
   // wait_until()/wait_for() also return at the deadline, with
-  // std::cv_status::timeout.
+  // std::cv_status::timeout. A deadline already past times out at once; one
+  // beyond the end of the steady clock (seconds::max(), time_point::max())
+  // waits for a notification only. Time points of other clocks are taken as
+  // the time left until them, on that clock, when the call is made.
   std::cv_status wait_until(std::unique_lock<mutex>& lk,
                             std::chrono::steady_clock::time_point deadline);
-  template <class Pred>
-  bool wait_until(std::unique_lock<mutex>& lk, std::chrono::steady_clock::time_point deadline,
+  template <class Clock, class Duration>
+  std::cv_status wait_until(std::unique_lock<mutex>& lk,
+                            const std::chrono::time_point<Clock, Duration>& deadline) {
+    return wait_impl(lk, detail::deadline_at(deadline));
+  }
+  template <class Clock, class Duration, class Pred>
+  bool wait_until(std::unique_lock<mutex>& lk, const std::chrono::time_point<Clock, Duration>& deadline,
                   Pred pred) {
-    while (!pred()) {
-      if (wait_until(lk, deadline) == std::cv_status::timeout) return pred();
-    }
-    return true;
+    return wait_pred(lk, detail::deadline_at(deadline), std::move(pred));
   }
   template <class Rep, class Period>
   std::cv_status wait_for(std::unique_lock<mutex>& lk, const std::chrono::duration<Rep, Period>& d) {
-    return wait_until(lk, std::chrono::steady_clock::now() +
-                              std::chrono::ceil<std::chrono::steady_clock::duration>(d));
+    return wait_impl(lk, detail::deadline_after(d));
   }
   template <class Rep, class Period, class Pred>
   bool wait_for(std::unique_lock<mutex>& lk, const std::chrono::duration<Rep, Period>& d, Pred pred) {
-    return wait_until(lk,
-                      std::chrono::steady_clock::now() +
-                          std::chrono::ceil<std::chrono::steady_clock::duration>(d),
-                      std::move(pred));
+    return wait_pred(lk, detail::deadline_after(d), std::move(pred));
   }
 
   void notify_one() noexcept;
   void notify_all() noexcept;
 
  private:
+  // wait_impl() waits until notified or `deadline_ns` (see detail::block).
   std::cv_status wait_impl(std::unique_lock<mutex>& lk, std::int64_t deadline_ns);
+  template <class Pred>
+  bool wait_pred(std::unique_lock<mutex>& lk, std::int64_t deadline_ns, Pred pred) {
+    while (!pred()) {
+      if (wait_impl(lk, deadline_ns) == std::cv_status::timeout) return pred();
+    }
+    return true;
+  }
 
   detail::spinlock lock_;
   detail::wait_list waiters_;

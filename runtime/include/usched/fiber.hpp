@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <usched/detail/core.hpp>
+#include <usched/detail/deadline.hpp>
 
 namespace usched {
 
@@ -228,11 +229,18 @@ void yield();
 
 // sleep_until()/sleep_for() block the calling fiber until the time has come;
 // its worker runs other fibers meanwhile. Outside a fiber they sleep the thread.
+// A time already past (a negative duration, time_point::min()) returns at
+// once; one beyond the end of the steady clock (seconds::max(),
+// time_point::max()) sleeps forever. Time points of other clocks are taken
+// as the time left until them, on that clock, when the call is made.
 void sleep_until(std::chrono::steady_clock::time_point deadline);
+template <class Clock, class Duration>
+void sleep_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+  detail::sleep_until_deadline(detail::deadline_at(deadline));
+}
 template <class Rep, class Period>
 void sleep_for(const std::chrono::duration<Rep, Period>& d) {
-  sleep_until(std::chrono::steady_clock::now() +
-              std::chrono::ceil<std::chrono::steady_clock::duration>(d));
+  detail::sleep_until_deadline(detail::deadline_after(d));
 }
 
 // get_id() names the calling fiber; fiber_id{} outside a fiber.

@@ -65,4 +65,9 @@ void release_fiber(fiber* f) noexcept;
 void detach_fiber(fiber* f) noexcept;
 std::uint64_t fiber_id_of(const fiber* f) noexcept;
 
+// sleep_until_deadline() blocks the calling fiber (or thread) until
+// `deadline_ns` (usched/detail/deadline.hpp: steady-clock ns, 0 is due now,
+// far_deadline_ns never comes).
+void sleep_until_deadline(std::int64_t deadline_ns);
+
 }  // namespace usched::detail

@@ -9,8 +9,9 @@
 // exactly once. Fibers and plain OS threads block through the same calls.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
+
+#include <usched/detail/deadline.hpp>
 
 namespace usched::detail {
 
@@ -37,14 +38,18 @@ waitable& current_waitable() noexcept;
 // the token a waker must claim.
 std::uint64_t prepare_wait(waitable& me, wait_kind kind, const void* object) noexcept;
 // Suspend until the token is claimed by a waker, or until `deadline_ns`
-// (steady clock ns; < 0 = none) when the caller claims it itself.
+// when the caller claims it itself. `deadline_ns` is no_deadline (or any
+// negative value) for none, else a deadline of usched/detail/deadline.hpp:
+// steady-clock ns, 0 due now, far_deadline_ns never (no timer is armed).
 void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns);
+// The `deadline_ns` of a wait that only a waker ends.
+inline constexpr std::int64_t no_deadline = -1;
+// Whether a wait with this deadline arms a timer.
+constexpr bool has_timer(std::int64_t deadline_ns) noexcept {
+  return deadline_ns >= 0 && deadline_ns != far_deadline_ns;
+}
 // Claim `token` and make `w` runnable; false if already claimed.
 bool wake(waitable& w, std::uint64_t token) noexcept;
-
-inline std::int64_t to_deadline_ns(std::chrono::steady_clock::time_point tp) noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(tp.time_since_epoch()).count();
-}
 
 // One blocked caller, linked in a wait_list while it waits. It lives on the
 // caller's stack, which stays valid until the caller is resumed.

@@ -1,0 +1,269 @@
+// Timed waits: deadlines that saturate instead of wrapping, and timers that
+// fire while their own worker is busy.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <usched/usched.hpp>
+
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+using usched::detail::deadline_after;
+using usched::detail::deadline_at;
+using usched::detail::far_deadline_ns;
+using usched::detail::saturating_ns;
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+using sys_clock = std::chrono::system_clock;
+
+// How long the tests below let a wait that must not end run before they
+// look: long enough that a deadline wrapped into the past has long fired
+// (that took 0.3 ms), short enough to keep the suite fast. Nothing is
+// asserted about it taking this long; the waits are ended by notifications.
+constexpr auto still_blocked_after = 20ms;
+
+// The bound on waiting for something that must happen at once: only a
+// broken runtime comes near it, and the test then unblocks what it left.
+constexpr auto generous = 5s;
+
+// One timed condition-variable wait, in every way the API spells it.
+using timed_wait = std::function<std::cv_status(usched::condition_variable&, std::unique_lock<usched::mutex>&)>;
+
+struct named_wait {
+  const char* name;
+  timed_wait wait;
+};
+
+std::vector<named_wait> forever_waits() {
+  return {
+      {"wait_for(seconds::max())", [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::seconds::max()); }},
+      {"wait_for(hours::max())", [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::hours::max()); }},
+      {"wait_for(nanoseconds::max())",
+       [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::nanoseconds::max()); }},
+      {"wait_for(1e300 s as double)",
+       [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::duration<double>(1e300)); }},
+      {"wait_until(steady time_point::max())",
+       [](auto& cv, auto& lk) { return cv.wait_until(lk, steady::time_point::max()); }},
+      {"wait_until(steady seconds time_point max)",
+       [](auto& cv, auto& lk) {
+         return cv.wait_until(lk, std::chrono::time_point<steady, std::chrono::seconds>::max());
+       }},
+      {"wait_until(system time_point::max())",
+       [](auto& cv, auto& lk) { return cv.wait_until(lk, sys_clock::time_point::max()); }},
+      {"wait_for(seconds::max(), pred)",
+       [](auto& cv, auto& lk) {
+         // The predicate is false until the test's notification; with it the
+         // wait reports no timeout.
+         bool first = true;
+         const bool ok = cv.wait_for(lk, std::chrono::seconds::max(), [&] { return !std::exchange(first, false); });
+         return ok ? std::cv_status::no_timeout : std::cv_status::timeout;
+       }},
+  };
+}
+
+std::vector<named_wait> past_waits() {
+  return {
+      {"wait_for(-1ms)", [](auto& cv, auto& lk) { return cv.wait_for(lk, -1ms); }},
+      {"wait_for(seconds::min())", [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::seconds::min()); }},
+      {"wait_for(hours::min())", [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::hours::min()); }},
+      {"wait_for(-1e300 s as double)",
+       [](auto& cv, auto& lk) { return cv.wait_for(lk, std::chrono::duration<double>(-1e300)); }},
+      {"wait_until(steady time_point::min())",
+       [](auto& cv, auto& lk) { return cv.wait_until(lk, steady::time_point::min()); }},
+      {"wait_until(steady epoch)", [](auto& cv, auto& lk) { return cv.wait_until(lk, steady::time_point{}); }},
+      {"wait_until(system time_point::min())",
+       [](auto& cv, auto& lk) { return cv.wait_until(lk, sys_clock::time_point::min()); }},
+  };
+}
+
+// Runs `w` in a fiber of `rt` and on a plain thread at once, each waiting on
+// `cv` under `m`. `started` counts the waiters that hold the lock and are
+// about to wait; `returned` those whose wait has ended.
+struct waiters {
+  usched::mutex m;
+  usched::condition_variable cv;
+  int started = 0;  // under m
+  std::atomic<int> returned{0};
+  std::cv_status fiber_status = std::cv_status::no_timeout;
+  std::cv_status thread_status = std::cv_status::no_timeout;
+
+  void body(const timed_wait& w, std::cv_status& status) {
+    std::unique_lock<usched::mutex> lk(m);
+    ++started;
+    status = w(cv, lk);
+    returned.fetch_add(1);
+  }
+  int started_now() {
+    std::lock_guard<usched::mutex> g(m);
+    return started;
+  }
+  // Waits until both waiters have reached their wait (or `generous`).
+  void until_both_started() {
+    const auto give_up = steady::now() + generous;
+    while (started_now() < 2 && steady::now() < give_up) std::this_thread::sleep_for(100us);
+  }
+  void notify() {
+    std::lock_guard<usched::mutex> g(m);
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("deadlines saturate at the ends of the clock instead of wrapping", "[timers][deadline]") {
+  const std::int64_t now = usched::detail::steady_now_ns();
+  CHECK(saturating_ns(std::chrono::seconds::max()) == std::numeric_limits<std::int64_t>::max());
+  CHECK(saturating_ns(std::chrono::seconds::min()) == std::numeric_limits<std::int64_t>::min());
+  CHECK(saturating_ns(std::chrono::duration<double>(1e300)) == std::numeric_limits<std::int64_t>::max());
+  CHECK(saturating_ns(std::chrono::duration<double>(std::numeric_limits<double>::quiet_NaN())) == 0);
+  // Rounded up, so that a wait never ends early: 1.5 ns is 2, -1.5 ns is -1.
+  CHECK(saturating_ns(std::chrono::duration<long long, std::pico>(1500)) == 2);
+  CHECK(saturating_ns(std::chrono::duration<long long, std::pico>(-1500)) == -1);
+  CHECK(saturating_ns(std::chrono::duration<double, std::micro>(0.0015)) == 2);
+  CHECK(saturating_ns(std::chrono::duration<unsigned long long>(std::numeric_limits<unsigned long long>::max())) ==
+        std::numeric_limits<std::int64_t>::max());
+  CHECK(saturating_ns(3s) == 3'000'000'000);
+
+  CHECK(deadline_after(std::chrono::seconds::max()) == far_deadline_ns);
+  CHECK(deadline_after(std::chrono::nanoseconds::max()) == far_deadline_ns);
+  CHECK(deadline_after(std::chrono::seconds::min()) == 0);
+  CHECK(deadline_after(-1ms) <= now);
+  const std::int64_t in_a_second = deadline_after(1s);
+  CHECK(in_a_second >= now + 1'000'000'000);
+  CHECK(in_a_second < far_deadline_ns);
+
+  CHECK(deadline_at(steady::time_point::max()) == far_deadline_ns);
+  CHECK(deadline_at(std::chrono::time_point<steady, std::chrono::seconds>::max()) == far_deadline_ns);
+  CHECK(deadline_at(steady::time_point::min()) == 0);
+  // The system clock's end is some 230 years after today's date: far, not
+  // wrapped into the past.
+  CHECK(deadline_at(sys_clock::time_point::max()) > now + std::chrono::nanoseconds(std::chrono::hours(24 * 365 * 200)).count());
+  CHECK(deadline_at(sys_clock::time_point::min()) == 0);
+  // Another clock's time point is the time left until it, from now.
+  const std::int64_t sys = deadline_at(sys_clock::now() + 10s);
+  CHECK(sys >= now + 9'000'000'000);
+  CHECK(sys <= usched::detail::steady_now_ns() + 10'000'000'000);
+}
+
+TEST_CASE("a wait for ever, in a fiber and on a thread, ends only when notified", "[timers][deadline]") {
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  for (const named_wait& w : forever_waits()) {
+    INFO(w.name);
+    waiters ws;
+    auto fiber = rt.spawn([&] { ws.body(w.wait, ws.fiber_status); });
+    std::thread thread([&] { ws.body(w.wait, ws.thread_status); });
+    ws.until_both_started();
+    std::this_thread::sleep_for(still_blocked_after);
+    // Neither has timed out: the deadline is at the end of the clock.
+    CHECK(ws.returned.load() == 0);
+    ws.notify();
+    fiber.join();
+    thread.join();
+    CHECK(ws.returned.load() == 2);
+    CHECK(ws.fiber_status == std::cv_status::no_timeout);
+    CHECK(ws.thread_status == std::cv_status::no_timeout);
+  }
+}
+
+TEST_CASE("a wait whose deadline is past, in a fiber and on a thread, times out at once", "[timers][deadline]") {
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  for (const named_wait& w : past_waits()) {
+    INFO(w.name);
+    waiters ws;
+    auto fiber = rt.spawn([&] { ws.body(w.wait, ws.fiber_status); });
+    std::thread thread([&] { ws.body(w.wait, ws.thread_status); });
+    const auto give_up = steady::now() + generous;
+    while (ws.returned.load() < 2 && steady::now() < give_up) std::this_thread::sleep_for(100us);
+    CHECK(ws.returned.load() == 2);
+    // Release whatever is wrongly still waiting, so the test ends either way.
+    while (ws.returned.load() < 2) {
+      ws.notify();
+      std::this_thread::sleep_for(1ms);
+    }
+    fiber.join();
+    thread.join();
+    CHECK(ws.fiber_status == std::cv_status::timeout);
+    CHECK(ws.thread_status == std::cv_status::timeout);
+  }
+}
+
+// A fiber sleeps 20 ms on worker 0 while another fiber on worker 0 spins.
+// Worker 0 never gets to its timers while the spinner runs; worker 1 is idle
+// and must fire them. The spinner spins until the sleeper has run after its
+// sleep, or for `generous`, and says which; it never blocks or yields.
+TEST_CASE("a timer whose worker runs a fiber that does not yield fires on an idle worker", "[timers][steal]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  const auto spin = GENERATE(20us, 0us);
+  INFO("policy " << policy << ", spin " << spin.count() << " us");
+  auto opts = usched::test::make_options(policy, 2);
+  opts.spin = spin;
+  usched::runtime rt(opts);
+  std::atomic<bool> woke{false};
+  usched::spawn_options on0;
+  on0.pin = 0;
+  // Pinned to worker 0, the woken sleeper is queued there, behind the
+  // spinner, which lets it run at its preempt points: those yield only when
+  // a fiber is queued, and run no timers.
+  auto sleeper = rt.spawn(on0, [&] {
+    usched::this_fiber::sleep_for(20ms);
+    woke.store(true);
+  });
+  auto spinner = rt.spawn(on0, [&] {
+    const auto give_up = steady::now() + generous;
+    while (!woke.load() && steady::now() < give_up) usched::this_fiber::preempt_point();
+    return woke.load();
+  });
+  CHECK(spinner.join());
+  sleeper.join();
+}
+
+// The same with neither fiber pinned and a spinner that has no preempt
+// points: the woken sleeper must run on the idle worker. Every policy whose
+// wake placement or newly-idle pull moves a fiber off a busy worker does
+// that; `none` keeps a fiber where it last ran, by design.
+TEST_CASE("a fiber woken by the timer of a busy worker runs on an idle one", "[timers][steal]") {
+  std::vector<std::string> policies;
+  for (const std::string& p : usched::policy_names()) {
+    if (p != "none") policies.push_back(p);
+  }
+  const std::string policy = GENERATE_COPY(from_range(policies));
+  const auto spin = GENERATE(20us, 0us);
+  INFO("policy " << policy << ", spin " << spin.count() << " us");
+  auto opts = usched::test::make_options(policy, 2);
+  opts.spin = spin;
+  usched::runtime rt(opts);
+  std::atomic<int> where{-1};
+  std::atomic<bool> woke{false};
+  auto sleeper = rt.spawn([&] {
+    where.store(usched::this_fiber::worker_index());
+    usched::this_fiber::sleep_for(20ms);
+    woke.store(true);
+  });
+  const auto give_up = steady::now() + generous;
+  while (where.load() < 0 && steady::now() < give_up) std::this_thread::sleep_for(100us);
+  REQUIRE(where.load() >= 0);
+  // The sleeper's timer is on worker `where`'s heap (it is running there or
+  // already asleep); the spinner, queued there behind it if need be, holds
+  // that worker from then on.
+  usched::spawn_options there;
+  there.pin = where.load();
+  auto spinner = rt.spawn(there, [&] {
+    const auto until = steady::now() + generous;
+    while (!woke.load() && steady::now() < until) {
+    }
+    return woke.load();
+  });
+  CHECK(spinner.join());
+  sleeper.join();
+}
