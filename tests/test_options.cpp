@@ -2,6 +2,7 @@
 // naming the value and what is accepted.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -127,6 +128,7 @@ TEST_CASE("options: more workers than the topology has units is an oversubscribe
     o.policy = policy;
     o.topology = "pack:1 core:2 pu:1";
     o.workers = 5;
+    o.log_level = "error";
     usched::runtime rt(o);
     CHECK(rt.workers() == 5);
     CHECK_THAT(rt.describe(), Catch::Contains("5 workers (unpinned)"));
@@ -136,6 +138,37 @@ TEST_CASE("options: more workers than the topology has units is an oversubscribe
       hs.push_back(rt.spawn(usched::spawn_options{w}, [] { return usched::this_fiber::worker_index(); }));
     }
     for (int w = 0; w < 5; ++w) CHECK(hs[static_cast<std::size_t>(w)].join() == w);
+  }
+}
+
+// marl's and Boost.Fiber's own suites run at 4, 8 and 64 workers on any host.
+TEST_CASE("options: 64 workers on two PUs run every fiber once", "[options]") {
+  for (const std::string& policy : usched::policy_names()) {
+    INFO(policy);
+    usched::options o;
+    o.policy = policy;
+    o.topology = "pack:1 core:2 pu:1";
+    o.workers = 64;
+    o.spin = std::chrono::microseconds(0);
+    o.log_level = "error";  // the oversubscription warning, once per policy
+    usched::runtime rt(o);
+    REQUIRE(rt.workers() == 64);
+    std::atomic<int> ran{0};
+    const long sum = rt.run([&] {
+      std::vector<usched::join_handle<long>> hs;
+      for (long i = 0; i < 2000; ++i) {
+        hs.push_back(usched::spawn([&, i] {
+          ran.fetch_add(1, std::memory_order_relaxed);
+          usched::this_fiber::yield();
+          return i;
+        }));
+      }
+      long total = 0;
+      for (auto& h : hs) total += h.join();
+      return total;
+    });
+    CHECK(sum == 2000L * 1999 / 2);
+    CHECK(ran.load() == 2000);
   }
 }
 
