@@ -134,6 +134,9 @@ TEST_CASE("deadlines saturate at the ends of the clock instead of wrapping", "[t
   CHECK(saturating_ns(std::chrono::duration<unsigned long long>(std::numeric_limits<unsigned long long>::max())) ==
         std::numeric_limits<std::int64_t>::max());
   CHECK(saturating_ns(3s) == 3'000'000'000);
+  // Just under 2^63 ns, not whole: rounding up must not wrap to the minimum.
+  CHECK(saturating_ns(std::chrono::duration<long double, std::nano>(9223372036854775807.5L)) ==
+        std::numeric_limits<std::int64_t>::max());
 
   CHECK(deadline_after(std::chrono::seconds::max()) == far_deadline_ns);
   CHECK(deadline_after(std::chrono::nanoseconds::max()) == far_deadline_ns);
@@ -146,9 +149,13 @@ TEST_CASE("deadlines saturate at the ends of the clock instead of wrapping", "[t
   CHECK(deadline_at(steady::time_point::max()) == far_deadline_ns);
   CHECK(deadline_at(std::chrono::time_point<steady, std::chrono::seconds>::max()) == far_deadline_ns);
   CHECK(deadline_at(steady::time_point::min()) == 0);
-  // The system clock's end is some 230 years after today's date: far, not
-  // wrapped into the past.
-  CHECK(deadline_at(sys_clock::time_point::max()) > now + std::chrono::nanoseconds(std::chrono::hours(24 * 365 * 200)).count());
+  // The system clock's end is no deadline either, not a timer some 230
+  // years away (nor wrapped into the past); a time short of it is far but
+  // finite.
+  CHECK(deadline_at(sys_clock::time_point::max()) == far_deadline_ns);
+  const std::int64_t two_centuries = deadline_at(sys_clock::now() + std::chrono::hours(24 * 365 * 200));
+  CHECK(two_centuries > now + std::chrono::nanoseconds(std::chrono::hours(24 * 365 * 199)).count());
+  CHECK(two_centuries < far_deadline_ns);
   CHECK(deadline_at(sys_clock::time_point::min()) == 0);
   // Another clock's time point is the time left until it, from now.
   const std::int64_t sys = deadline_at(sys_clock::now() + 10s);

@@ -81,7 +81,10 @@ struct fiber : waitable, sched_entity {
   // ---- set at the spawn, read by the spawning and joining side ----
   std::uint64_t joiner_token = 0;
   runtime_impl* rt = nullptr;
-  std::uint64_t id = 0;
+  // Atomic only so that the destructor's hang report may read it while the
+  // fiber is reused on another worker: relaxed loads and stores (plain moves
+  // on every target) are enough for a diagnostic.
+  std::atomic<std::uint64_t> id{0};
   // A task frame too big for the fiber's mapping is allocated on the heap.
   void* heap_frame = nullptr;
   std::size_t heap_frame_align = 0;

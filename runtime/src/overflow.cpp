@@ -77,7 +77,7 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
       char buf[256];
       char* p = buf;
       p = put_str(p, "usched: fiber ");
-      p = put_dec(p, f->id);
+      p = put_dec(p, f->id.load(std::memory_order_relaxed));
       p = put_str(p, " overflowed its ");
       p = put_dec(p, w->rt().config().stack_size / 1024);
       p = put_str(p, " KiB stack (fault at ");

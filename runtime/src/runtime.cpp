@@ -99,7 +99,7 @@ engine_config engine_config_of(const options& o) {
   } catch (...) {
   }
   f->rt->log().flush();
-  die("detached fiber " + std::to_string(f->id) + " ended with an uncaught exception: " + what +
+  die("detached fiber " + std::to_string(f->id.load(std::memory_order_relaxed)) + " ended with an uncaught exception: " + what +
       "; aborting");
 }
 
@@ -172,7 +172,7 @@ runtime_impl::~runtime_impl() {
   // It would wait for the fiber running the destructor to finish.
   if (worker* w = local_worker()) {
     log_->flush();
-    die("fiber " + std::to_string(w->current_fiber() ? w->current_fiber()->id : 0) +
+    die("fiber " + std::to_string(w->current_fiber() ? w->current_fiber()->id.load(std::memory_order_relaxed) : 0) +
         " destroyed the runtime it runs on, which would wait for it forever; aborting");
   }
   {
@@ -246,7 +246,7 @@ void runtime_impl::report_hang(std::chrono::milliseconds waited) {
   std::vector<blocked_fiber> blocked;
   for (fiber* f : pool_.all_fibers()) {
     if ((f->wait_token.load(std::memory_order_acquire) & 1) == 0) continue;
-    blocked.push_back({f->id, f->waiting_in.load(std::memory_order_relaxed),
+    blocked.push_back({f->id.load(std::memory_order_relaxed), f->waiting_in.load(std::memory_order_relaxed),
                        f->waiting_on.load(std::memory_order_relaxed)});
   }
   std::uint64_t exited = 0;
@@ -264,7 +264,7 @@ void runtime_impl::report_hang(std::chrono::milliseconds waited) {
     const blocked_fiber& b = blocked[i];
     std::string on;
     if (b.kind == wait_kind::join && b.object) {
-      on = fmt::format("fiber {}", static_cast<const fiber*>(b.object)->id);
+      on = fmt::format("fiber {}", static_cast<const fiber*>(b.object)->id.load(std::memory_order_relaxed));
     } else if (b.object) {
       on = fmt::format("{}", b.object);
     }
@@ -361,7 +361,7 @@ void runtime_impl::discard(fiber* f, worker* w) noexcept {
 
 void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, worker* w) {
   f->rt = this;
-  f->id = w ? w->next_fiber_id() : reserve_ids(1);
+  f->id.store(w ? w->next_fiber_id() : reserve_ids(1), std::memory_order_relaxed);
   f->task = task;
   f->pinned = opts.pin;
   f->preferred_node = opts.numa_node;
@@ -640,7 +640,7 @@ void detach_fiber(fiber* f) noexcept {
   f->rt->drop_ref(f);
 }
 
-std::uint64_t fiber_id_of(const fiber* f) noexcept { return f->id; }
+std::uint64_t fiber_id_of(const fiber* f) noexcept { return f->id.load(std::memory_order_relaxed); }
 
 const tsc_calibration& tsc() noexcept {
   static const tsc_calibration k = [] {
@@ -690,7 +690,7 @@ void sleep_until(std::chrono::steady_clock::time_point deadline) {
 fiber_id get_id() noexcept {
   detail::worker* w = detail::worker_of_this_thread();
   detail::fiber* f = w ? w->current_fiber() : nullptr;
-  return fiber_id(f ? f->id : 0);
+  return fiber_id(f ? f->id.load(std::memory_order_relaxed) : 0);
 }
 
 int worker_index() noexcept {

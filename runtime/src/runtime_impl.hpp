@@ -132,7 +132,8 @@ class worker {
   // fire_timers() pops the entries of this worker's heap due by `now` and
   // resumes their waits, on the thread of worker `by` (this one, or an idle
   // worker firing the timers of a busy one). With `try_only` it gives up
-  // when the heap's lock is taken: whoever holds it is firing them. Returns
+  // when the heap's lock is taken: its holder is firing them, or is the owner
+  // adding one, and the caller looks again at its next poll. Returns
   // how many waits it resumed. Any thread; takes timer_lock_.
   std::size_t fire_timers(std::int64_t now, worker& by, bool try_only);
   // fire_due_timers() is the idle worker's look at every worker's heap:

@@ -396,7 +396,7 @@ bool worker::fire_due_timers() {
 }
 
 void worker::leaving_idle() noexcept {
-  if (has_timers_) rt_.watch_timer(earliest_timer(), *this);
+  if (has_timers_ && earliest_timer() != far_deadline_ns) rt_.watch_timer(earliest_timer(), *this);
   if (watch_handoff_) {
     watch_handoff_ = false;
     rt_.hand_off_watch(*this);
@@ -584,6 +584,12 @@ void worker::idle_wait() {
     // it, and if this one goes to run a fiber it hands it on.
     watching_ = false;
     rt_.timer_watcher.store(-1, std::memory_order_seq_cst);
+    watch_handoff_ = true;
+  } else if (rt_.timer_watcher.load(std::memory_order_seq_cst) < 0) {
+    // Woken while nobody watches, perhaps to take the watch (watch_timer,
+    // hand_off_watch): if this worker now runs a fiber instead of parking
+    // again, it must pass the duty on, or a busy worker's due timer waits
+    // until some worker happens to idle.
     watch_handoff_ = true;
   }
 }

@@ -38,7 +38,9 @@ constexpr std::int64_t saturating_ns(const std::chrono::duration<Rep, Period>& d
     if (ns >= 9223372036854775808.0L) return hi;
     if (ns <= -9223372036854775808.0L) return lo;
     const auto whole = static_cast<std::int64_t>(ns);  // truncates toward zero
-    return static_cast<long double>(whole) < ns ? whole + 1 : whole;
+    // Just below 2^63 the long double may not be whole while `whole` is
+    // already the largest int64: rounding up would wrap.
+    return static_cast<long double>(whole) < ns && whole != hi ? whole + 1 : whole;
   } else {
     static_assert(std::is_integral_v<Rep>, "a duration's representation must be arithmetic");
     // count * num fits 127 bits for any 64-bit count and ratio.
@@ -92,6 +94,9 @@ std::int64_t deadline_at(const std::chrono::time_point<Clock, Duration>& tp) noe
     return clamp_deadline(saturating_ns(tp.time_since_epoch()));
   } else {
     const std::int64_t at = saturating_ns(tp.time_since_epoch());
+    // The end of that clock (time_point::max()) is no deadline, as it is
+    // on the steady clock, not a timer some centuries away.
+    if (at == std::numeric_limits<std::int64_t>::max()) return far_deadline_ns;
     const std::int64_t now = saturating_ns(Clock::now().time_since_epoch());
     std::int64_t left = 0;
     if (__builtin_sub_overflow(at, now, &left)) {
