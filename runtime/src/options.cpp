@@ -140,6 +140,26 @@ option_rule flag(const char* field, const char* variable, bool options::*member,
   return r;
 }
 
+// A text field: any text is of the variable's form; `valid` judges it, and
+// `complaint` is what follows the subject when it fails (empty when another
+// layer judges it: the topology is read by topology::load()).
+option_rule text(const char* field, const char* variable, std::string options::*member,
+                 bool (*valid)(const std::string&), std::string complaint) {
+  option_rule r;
+  r.field = field;
+  r.variable = variable;
+  r.parse = [member](std::string_view s, options& o) {
+    o.*member = std::string(s);
+    return true;
+  };
+  r.valid = [member, valid](const options& o) { return valid(o.*member); };
+  r.same = [member](const options& a, const options& b) { return a.*member == b.*member; };
+  r.show = [member](const options& o) { return "'" + o.*member + "'"; };
+  r.complaint_env = complaint;
+  r.complaint_code = std::move(complaint);
+  return r;
+}
+
 constexpr std::size_t kib = 1024;
 constexpr std::size_t min_stack_kib = 16;
 constexpr std::size_t max_stack_kib = 1024 * 1024;
@@ -148,16 +168,8 @@ const std::vector<option_rule>& rules() {
   static const std::vector<option_rule> table = [] {
     std::vector<option_rule> t;
 
-    option_rule policy;
-    policy.field = "policy";
-    policy.variable = "USCHED_POLICY";
-    policy.parse = [](std::string_view s, options& o) { return o.policy = std::string(s), true; };
-    policy.valid = [](const options& o) { return is_policy(o.policy); };
-    policy.same = [](const options& a, const options& b) { return a.policy == b.policy; };
-    policy.show = [](const options& o) { return "'" + o.policy + "'"; };
-    policy.complaint_env = " is not a registered policy; choose one of: " + policy_names_joined();
-    policy.complaint_code = policy.complaint_env;
-    t.push_back(std::move(policy));
+    t.push_back(text("policy", "USCHED_POLICY", &options::policy, &is_policy,
+                     " is not a registered policy; choose one of: " + policy_names_joined()));
 
     option_rule workers;
     workers.field = "workers";
@@ -195,14 +207,8 @@ const std::vector<option_rule>& rules() {
     unit.complaint_code = expected("worker_unit::pu or worker_unit::core");
     t.push_back(std::move(unit));
 
-    option_rule topology;
-    topology.field = "topology";
-    topology.variable = "USCHED_TOPOLOGY";
-    topology.parse = [](std::string_view s, options& o) { return o.topology = std::string(s), true; };
-    topology.valid = [](const options&) { return true; };  // topology::load() judges it
-    topology.same = [](const options& a, const options& b) { return a.topology == b.topology; };
-    topology.show = [](const options& o) { return "'" + o.topology + "'"; };
-    t.push_back(std::move(topology));
+    t.push_back(text("topology", "USCHED_TOPOLOGY", &options::topology,
+                     [](const std::string&) { return true; }, ""));
 
     t.push_back(micros("slice", "USCHED_SLICE_US", &options::slice, 1, 10'000'000, "a slice"));
 
@@ -255,16 +261,8 @@ const std::vector<option_rule>& rules() {
     stats.complaint_code = expected("stats_output::none, table or json");
     t.push_back(std::move(stats));
 
-    option_rule log;
-    log.field = "log_level";
-    log.variable = "USCHED_LOG";
-    log.parse = [](std::string_view s, options& o) { return o.log_level = std::string(s), true; };
-    log.valid = [](const options& o) { return is_log_level(o.log_level); };
-    log.same = [](const options& a, const options& b) { return a.log_level == b.log_level; };
-    log.show = [](const options& o) { return "'" + o.log_level + "'"; };
-    log.complaint_env = " is not a log level; choose one of: " + joined(log_levels());
-    log.complaint_code = log.complaint_env;
-    t.push_back(std::move(log));
+    t.push_back(text("log_level", "USCHED_LOG", &options::log_level, &is_log_level,
+                     " is not a log level; choose one of: " + joined(log_levels())));
     return t;
   }();
   return table;

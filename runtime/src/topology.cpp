@@ -199,6 +199,10 @@ enum class source_shape {
   synthetic,      // anything else
 };
 
+// What a source may be, said after each way it is not one.
+constexpr const char* accepted_sources =
+    "expected an hwloc XML file or a synthetic description such as 'pack:2 core:4 pu:2'";
+
 source_shape shape_of(const std::string& source, std::string& kind_name) {
   if (source.empty()) return source_shape::host;
   namespace fs = std::filesystem;
@@ -267,14 +271,11 @@ topology topology::load(const std::string& source, const std::string& subject) {
     case source_shape::empty_file:
       throw config_error(p->subject + " is an empty file, not an hwloc XML topology");
     case source_shape::directory:
-      throw config_error(p->subject + " is a directory; expected an hwloc XML file or a synthetic "
-                                      "description such as 'pack:2 core:4 pu:2'");
+      throw config_error(p->subject + " is a directory; " + accepted_sources);
     case source_shape::special_file:
-      throw config_error(p->subject + " is " + kind_name + ", not a regular file; expected an hwloc "
-                                      "XML file or a synthetic description such as 'pack:2 core:4 pu:2'");
+      throw config_error(p->subject + " is " + kind_name + ", not a regular file; " + accepted_sources);
     case source_shape::missing_file:
-      throw config_error(p->subject + ": no such file; expected an hwloc XML file or a synthetic "
-                                      "description such as 'pack:2 core:4 pu:2'");
+      throw config_error(p->subject + ": no such file; " + accepted_sources);
   }
   if (p->kind == source_kind::synthetic) {
     const unsigned long long pus = synthetic_pus(source, max_workers);
