@@ -396,11 +396,15 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
 void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept { schedule(f, kind, local_worker()); }
 
 void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w) noexcept {
+  schedule(f, kind, w, w ? w->index() : -1);
+}
+
+void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept {
   // Woken before it finished blocking: it keeps its place on its worker.
   if (kind == placement_kind::wake && engine_.wake_running(f)) return;
   // The engine's clock is read only by the disciplines that account time.
   const std::int64_t now = engine_.fair() || engine_.tracks_load() ? engine_now_ns() : 0;
-  const int cpu = w ? engine_.select_cpu(kind, *f, w->index(), w->next_random(), w->scratch(), now)
+  const int cpu = w ? engine_.select_cpu(kind, *f, waker, w->next_random(), w->scratch(), now)
                     : select_cpu_external(kind, *f, now);
   // Publish (a seq_cst store of the queue count), then check the park word:
   // paired with the parker's announce-then-check in worker::idle_wait().

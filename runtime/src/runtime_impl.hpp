@@ -265,6 +265,11 @@ class runtime_impl {
   // and wakes whoever must run it.
   void schedule(fiber* f, placement_kind kind) noexcept;
   void schedule(fiber* f, placement_kind kind, worker* w) noexcept;
+  // The same, for a wake-up whose waker is not the calling worker: a timer
+  // is the worker's that armed it, whichever worker fires it (the kernel's
+  // hrtimer interrupt runs on the CPU that armed it), so wake_affine() pulls
+  // nothing towards a spinning worker that only happened to look first.
+  void schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
   // fiber_done() publishes completion, wakes the joiner; runs on the fiber,
   // on worker `w`.
   void fiber_done(fiber* f, worker* w) noexcept;

@@ -357,7 +357,7 @@ std::size_t worker::fire_timers(std::int64_t now, worker& by, bool try_only) {
     for (std::size_t i = 0; i < n; ++i) {
       // A stale entry (the wait was notified first) fails the claim.
       if (claim(*due[i].f, due[i].token)) {
-        rt_.schedule(due[i].f, placement_kind::wake, &by);
+        rt_.schedule(due[i].f, placement_kind::wake, &by, index_);
         ++resumed;
       }
     }
