@@ -25,7 +25,7 @@
 #include <limits>
 
 #include "cfs_features.hpp"
-#include "domains.hpp"
+#include "sched_domain.hpp"
 #include "policy.hpp"
 
 namespace usched::cfs {

@@ -4,7 +4,7 @@
 // (cfs_balance.cpp, cfs_placement.cpp) reads them and nothing else.
 #pragma once
 
-#include "domains.hpp"
+#include "sched_domain.hpp"
 
 namespace usched {
 

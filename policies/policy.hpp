@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "domains.hpp"
+#include "sched_domain.hpp"
 
 namespace usched {
 

@@ -10,25 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "domains.hpp"
+
 namespace usched::detail {
 
 // What one worker is bound to: a single PU, or every PU of one core.
 enum class worker_unit { pu, core };
-
-// The place of one worker in the machine. Indices are hwloc *logical* indices
-// of the containing objects (dense, 0-based, in topology order), -1 where the
-// machine has no such object. `os_pu` is the OS index of the first PU the
-// worker is bound to, for log messages.
-struct worker_place {
-  int worker = -1;   // worker index, 0..n-1
-  int pu = -1;       // logical index of the (first) PU
-  int os_pu = -1;    // OS index of that PU
-  int core = -1;
-  int llc = -1;      // logical index of the last-level cache object above the PU
-  int package = -1;
-  int numa_node = -1;
-  unsigned nr_pus = 1;  // PUs in the worker's binding (1 for worker_unit::pu)
-};
 
 class topology {
  public:

@@ -1,9 +1,11 @@
-// domains.hpp: the scheduling-domain hierarchy built from a topology, in the
-// kernel's terms (kernel/sched/topology.c). Each worker sees a chain of
+// sched_domain.hpp: the scheduling-domain hierarchy, in the kernel's terms
+// (kernel/sched/topology.c). Each worker sees a chain of
 // domains from the narrowest (SMT siblings) to the whole machine; each domain
 // is split into groups, the spans of its child level. These structures are
 // plain data: policies read them, the engine walks them, tests build and
-// inspect them without threads.
+// inspect them without threads. They are plain data with no dependency on
+// how a topology is discovered: the engine's build_domains() (domains.hpp)
+// makes them from worker places, which the hwloc layer or a test produces.
 #pragma once
 
 #include <cstddef>
@@ -12,10 +14,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-namespace usched::detail {
-struct worker_place;
-}
 
 namespace usched {
 
@@ -127,20 +125,5 @@ struct domain_tree {
   // domain of a's chain with SD_SHARE_PKG_RESOURCES spans b (or a == b).
   bool share_llc(int a, int b) const noexcept;
 };
-
-// build_domains() derives every worker's chain from the places the topology
-// gave them (see topology::place_workers). Candidate levels are SMT (same
-// core), LLC (same last-level cache), NODE (same NUMA node), PKG (same
-// package) and the whole machine (NUMA if the workers span several nodes,
-// else SYS); a candidate is kept only if it is strictly wider than the level
-// below it and contains it. NODE is kept only when it is also strictly inside
-// the worker's package (sub-NUMA clustering); a node as wide as a package or
-// wider is left to the PKG and whole-machine levels. Indices of -1 are
-// unknown and shared with nobody. Groups of a domain are the child spans (the
-// widest kept level below it) of its workers, each worker's own chain
-// deciding, so every worker in a span sees the same groups. Workers whose
-// chains hold the same domain share its span and groups (shared_list); time
-// and memory grow with workers x levels on any hierarchical topology.
-domain_tree build_domains(const std::vector<detail::worker_place>& places);
 
 }  // namespace usched
