@@ -267,7 +267,7 @@ int run_stacking(engine& e, std::deque<sched_entity>& f, int limit, bool busiest
       curr0 = e.pick_next(0, curr0, prev_action::requeue, now, &pushed);
       if (pushed == 1) spread = true;
     }
-    if (!spread) spread = e.tick(1, now, 5, scratch) > 0;
+    if (!spread) spread = e.tick(1, now, 5, scratch).pulled > 0;
   }
   return tick;
 }
@@ -496,13 +496,13 @@ TEST_CASE("engine: the FIFO yield path rotates the queue and keeps its counts", 
   CHECK(e.rq(0).nr_pinned.load() == 1);
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
   REQUIRE(c == &f[0]);
-  c = e.yield_fifo(0, c, nullptr);
+  c = e.yield_fifo(0, c, 0, nullptr);
   CHECK(c == &f[1]);
   CHECK(e.rq(0).curr == &f[1]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{2, 0});
   CHECK(e.rq(0).nr_queued.load() == 2);
   CHECK(e.rq(0).nr_pinned.load() == 0);  // the pinned one is running
-  c = e.yield_fifo(0, c, nullptr);
+  c = e.yield_fifo(0, c, 0, nullptr);
   CHECK(c == &f[2]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{0, 1});
   CHECK(e.rq(0).nr_pinned.load() == 1);
@@ -510,7 +510,7 @@ TEST_CASE("engine: the FIFO yield path rotates the queue and keeps its counts", 
   c = e.pick_next(0, c, prev_action::exit, 0);
   c = e.pick_next(0, c, prev_action::exit, 0);
   REQUIRE(c == &f[1]);
-  CHECK(e.yield_fifo(0, c, nullptr) == &f[1]);
+  CHECK(e.yield_fifo(0, c, 0, nullptr) == &f[1]);
   CHECK(e.rq(0).nr_queued.load() == 0);
 }
 
@@ -555,7 +555,7 @@ TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from 
   CHECK(queue_of(e, 0, f) == std::vector<int>{4, 2, 1, 0});
   CHECK(e.rq(0).runnext == nullptr);  // no slot: the whole queue is LIFO
   // A yield goes to the back; the newest runs.
-  c = e.yield_fifo(0, c, nullptr);
+  c = e.yield_fifo(0, c, 0, nullptr);
   CHECK(c == &f[4]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1, 0, 3});
   // A thief takes the oldest first: f[3] (requeued last, but queued at the
@@ -625,4 +625,93 @@ TEST_CASE("engine: an enqueue and a pick under FIFO touch one runqueue cache lin
                              end_of(q.load_weight)}) {
     CHECK(end <= 64);
   }
+}
+
+// ---- the event API: what a backend is told to do ---------------------------------
+
+TEST_CASE("engine: a wake-up says whom to notify and whether to kick an idle worker", "[engine][events]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(3);
+  f[0].pinned = 0;
+  f[1].pinned = 0;
+  f[2].pinned = 0;
+  // A spawn from outside onto an idle worker: notify it, nobody to kick
+  // (nothing waits behind a running fiber).
+  auto r = e.wake_up(&f[0], usched::placement_kind::spawn, -1, 1, scratch, 0);
+  CHECK(r.cpu == 0);
+  CHECK(r.notify);
+  CHECK_FALSE(r.kick);
+  CHECK(e.schedule(0, nullptr, prev_action::requeue, 0).next == &f[0]);
+  // The running fiber spawns onto its own worker: no notify (it runs
+  // there), but a fiber now waits behind it: kick an idle worker.
+  r = e.wake_up(&f[1], usched::placement_kind::spawn, 0, 2, scratch, 0);
+  CHECK(r.cpu == 0);
+  CHECK_FALSE(r.notify);
+  CHECK(r.kick);
+  // A wake-up of a fiber still on its worker (not yet blocked) only marks it.
+  f[2].cpu = 0;
+  f[2].on_rq.store(true);
+  r = e.wake_up(&f[2], usched::placement_kind::wake, 1, 3, scratch, 0);
+  CHECK(r.cpu == -1);
+  CHECK(f[2].wake_pending);
+}
+
+TEST_CASE("engine: the overload flag follows movable fibers, and gates the idle pull", "[engine][events]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(3);
+  CHECK_FALSE(e.overloaded());
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  // One runnable fiber on an idle worker is not for taking.
+  CHECK_FALSE(e.overloaded());
+  CHECK(e.schedule(0, nullptr, prev_action::requeue, 0).next == &f[0]);
+  // Pinned behind the running one: still nothing another worker may take.
+  f[1].pinned = 0;
+  e.enqueue(0, &f[1], enqueue_kind::wakeup, 0);
+  CHECK_FALSE(e.overloaded());
+  CHECK(e.idle_balance(1, 0, 1, scratch) == 0);
+  CHECK(e.counters(1).newidle_attempts == 0);  // gated: no pass at all
+  // An unpinned one behind it: overloaded, and the idle pull takes it.
+  e.enqueue(0, &f[2], enqueue_kind::wakeup, 0);
+  CHECK(e.overloaded());
+  CHECK(e.idle_balance(1, 0, 1, scratch) == 1);
+  CHECK(e.rq(1).nr_queued.load() == 1);
+  // A pass that finds nothing to take clears the flag.
+  CHECK(e.find_work(1, 0, 1, scratch) == &f[2]);
+  CHECK(e.overloaded());  // not cleared until a pass looks
+  CHECK(e.newidle_balance(1, 0, 1, scratch) == 0);
+  CHECK_FALSE(e.overloaded());
+}
+
+TEST_CASE("engine: the tick asks for the nohz kick once per interval while fibers wait", "[engine][events]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "cfs");
+  const std::int64_t kick = e.config().idle_kick_interval_ns;
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(2);
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  sched_entity* c = e.schedule(0, nullptr, prev_action::requeue, 0).next;
+  CHECK(c == &f[0]);
+  // Alone: no kick however long it runs.
+  CHECK_FALSE(e.tick(0, kick, 1, scratch).kick);
+  f[1].pinned = 0;
+  e.enqueue(0, &f[1], enqueue_kind::wakeup, kick);
+  CHECK(e.tick(0, 2 * kick, 1, scratch).kick);
+  CHECK_FALSE(e.tick(0, 2 * kick + kick / 2, 1, scratch).kick);
+  CHECK(e.tick(0, 3 * kick, 1, scratch).kick);
+}
+
+TEST_CASE("engine: should_preempt is a wake-up's request or a used-up slice with others waiting",
+          "[engine][events]") {
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "steal");
+  std::deque<sched_entity> f(2);
+  const std::int64_t slice = e.config().fifo_slice_ns;
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  CHECK(e.schedule(0, nullptr, prev_action::requeue, 0).next == &f[0]);
+  CHECK_FALSE(e.should_preempt(0, 10 * slice));  // nobody waits
+  e.enqueue(0, &f[1], enqueue_kind::wakeup, 0);
+  CHECK_FALSE(e.should_preempt(0, slice - 1));
+  CHECK(e.should_preempt(0, slice));
+  e.rq(0).need_resched.store(true);
+  CHECK(e.should_preempt(0, 0));
 }

@@ -40,12 +40,14 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       lifo_(!fair_ && policy_->lifo_queue()),
       tracks_load_(fair_ && cfg_.load_tracking),
       places_without_snapshot_(policy_->places_without_snapshot()),
+      pulls_when_idle_(policy_->pulls_when_idle()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   if (!fair_) {
     for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
   }
   sd_state_.resize(nr_cpus());
+  last_idle_kick_.assign(nr_cpus(), 0);
   level_counters_.resize(nr_cpus());
   for (std::size_t c = 0; c < nr_cpus(); ++c) {
     const auto& chain = domains_.per_cpu[c];
@@ -74,12 +76,14 @@ sched_entity* engine::queue_first(runqueue& q) noexcept {
 
 // update_curr(): charge the running fiber for the time since it was last
 // accounted (the kernel's update_curr()).
-void engine::update_curr(runqueue& q, std::int64_t now) noexcept {
+void engine::update_curr(runqueue& q, const now_source& now) noexcept {
   sched_entity* c = q.curr;
-  if (!c) return;
-  const std::int64_t delta = now - c->exec_start;
+  // Only the fair discipline keeps time: FIFO and LIFO read no clock here.
+  if (!c || !fair_) return;
+  const std::int64_t t = now();
+  const std::int64_t delta = t - c->exec_start;
   if (delta <= 0) return;
-  c->exec_start = now;
+  c->exec_start = t;
   c->sum_exec += delta;
   if (fair_) {
     c->vruntime += calc_delta_fair(delta, c->weight);
@@ -186,7 +190,7 @@ void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcep
 
 // ---- snapshot and placement --------------------------------------------------
 
-void engine::snapshot(std::vector<cpu_snapshot>& out, std::int64_t now) const {
+void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) const {
   const std::size_t n = nr_cpus();
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -204,8 +208,8 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, std::int64_t now) const {
     // kernel's blocked-load updates for idle CPUs do.
     const std::int64_t last = q.pelt_update_pub.load(std::memory_order_relaxed);
     std::uint64_t periods = 0;
-    if (s.nr_running == 0 && now > last) {
-      periods = static_cast<std::uint64_t>(now - last) >> (pelt_time_shift + 10);
+    if (s.nr_running == 0 && now() > last) {
+      periods = static_cast<std::uint64_t>(now() - last) >> (pelt_time_shift + 10);
     }
     s.load_avg = static_cast<unsigned long>(pelt_decay(q.load_avg_pub.load(std::memory_order_relaxed), periods));
     s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
@@ -219,18 +223,18 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, std::int64_t now) const {
   }
 }
 
-fiber_view engine::view_of(const sched_entity& se, std::int64_t now, bool hot_check) const noexcept {
+fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept {
   fiber_view v;
   v.load_avg = se.avg.load_avg;
   v.util_avg = se.avg.util_avg;
   v.weight = se.weight;
   v.preferred_node = se.preferred_node;
-  v.cache_hot = hot_check && now - se.exec_start < cfg_.migration_cost_ns;
+  v.cache_hot = hot_check && now() - se.exec_start < cfg_.migration_cost_ns;
   return v;
 }
 
 int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, std::uint64_t random,
-                       std::vector<cpu_snapshot>& scratch, std::int64_t now) {
+                       std::vector<cpu_snapshot>& scratch, const now_source& now) {
   if (se.pinned >= 0) return se.pinned;
   if (nr_cpus() == 1) return 0;
   if (places_without_snapshot_) {
@@ -264,7 +268,7 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
 
 // ---- enqueue / pick ------------------------------------------------------------
 
-unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int64_t now) {
+unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now) {
   if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind);
   runqueue& q = rq(cpu);
   // The fiber's vruntime and load were last kept relative to the worker it
@@ -276,7 +280,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   if (fair_ && migrated) from_min = rq(from).min_vruntime_pub.load(std::memory_order_relaxed);
   if (tracks_load() && migrated) {
     // Its blocked contribution leaves the old worker's signals.
-    pelt_update(se->avg, now, se->weight, false, false);
+    pelt_update(se->avg, now(), se->weight, false, false);
     runqueue& old = rq(from);
     old.removed_load.fetch_add(se->avg.load_avg, std::memory_order_relaxed);
     old.removed_util.fetch_add(se->avg.util_avg, std::memory_order_relaxed);
@@ -287,7 +291,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
   if (tracks_load() || fair_) {
     update_curr(q, now);
     if (tracks_load()) {
-      update_load(q, now);
+      update_load(q, now());
       if (kind != enqueue_kind::wakeup) {
         // A new fiber starts as if always runnable (load = weight) and with
         // half the worker's spare utilization (init_entity_runnable_average,
@@ -306,7 +310,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int6
         // Cold on its new worker (migrate_task_rq_fair resets exec_start).
         se->exec_start = 0;
       } else {
-        pelt_update(se->avg, now, se->weight, false, false);
+        pelt_update(se->avg, now(), se->weight, false, false);
       }
       q.pelt.enqueue_runnable(se->avg);
     }
@@ -349,7 +353,7 @@ unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noex
 // tracking: prev leaves the runqueue and the first queued fiber, if any,
 // runs. There is no time to account (the clock is not read), and every pick
 // gets the fixed slice the runqueue was given at construction.
-sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action) noexcept {
+sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
   assert(q.curr == prev);
@@ -357,7 +361,7 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
     // A wake-up came first: the block is a requeue, which the full path
     // handles (wake_pending stays set; only this worker clears it).
     q.lock.unlock();
-    return pick_next(cpu, prev, prev_action::requeue, 0);
+    return pick_next(cpu, prev, prev_action::requeue, now);
   }
   --q.nr_running;
   q.load_weight -= prev->weight;
@@ -372,10 +376,10 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
   return next;
 }
 
-sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
+sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, const now_source& now,
                                int* pushed_to) {
   if (!fair_ && !tracks_load_ && prev && (action == prev_action::block || action == prev_action::exit)) {
-    return leave_fifo(cpu, prev, action);
+    return leave_fifo(cpu, prev, action, now);
   }
   runqueue& q = rq(cpu);
   const bool yielding = action == prev_action::yield;
@@ -394,7 +398,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     assert(q.curr == prev);
     update_curr(q, now);
     const bool requeue = action == prev_action::requeue && !push;
-    if (tracks_load()) load_changed = update_load(q, now, !requeue);
+    if (tracks_load()) load_changed = update_load(q, now(), !requeue);
     q.curr = nullptr;
     if (requeue) {
       queue_insert(q, prev, false);
@@ -437,7 +441,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // 0, and a fiber's sched_entity beyond its first line is never written
     // after the fiber is made (see struct fiber).
     if (fair_) {
-      next->exec_start = now;
+      next->exec_start = now();
       next->prev_sum_exec = next->sum_exec;
     }
     q.slice_ns = sched_slice(q, *next);
@@ -481,13 +485,6 @@ bool engine::wake_running(sched_entity* se) {
   return still;
 }
 
-bool engine::should_preempt(int cpu, std::int64_t ran_ns) const noexcept {
-  const runqueue& q = rq(cpu);
-  if (q.need_resched.load(std::memory_order_relaxed)) return true;
-  if (q.nr_queued.load(std::memory_order_relaxed) == 0) return false;
-  return ran_ns >= q.slice_ns;
-}
-
 // ---- balancing ------------------------------------------------------------------
 
 bool engine::should_we_balance(int cpu, std::size_t level, cpu_idle_type idle) const {
@@ -503,7 +500,7 @@ bool engine::should_we_balance(int cpu, std::size_t level, cpu_idle_type idle) c
 }
 
 unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_idle_type idle,
-                               const sched_domain* sd, unsigned nr_balance_failed, std::int64_t now,
+                               const sched_domain* sd, unsigned nr_balance_failed, const now_source& now,
                                sched_entity** out, unsigned max) {
   runqueue& src = rq(decision.busiest);
   detach_env env;
@@ -523,7 +520,7 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
   src.lock.lock();
   if (tracks_load()) {
     update_curr(src, now);
-    update_load(src, now);
+    update_load(src, now());
   }
   // From the fiber queued longest: the head of a FIFO, the tail of a LIFO.
   for (sched_entity* se = lifo_ ? src.tail : src.head; se && n < max && env.imbalance > 0;) {
@@ -536,7 +533,7 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
       se = next;
       continue;
     }
-    if (tracks_load()) pelt_update(se->avg, now, se->weight, true, false);
+    if (tracks_load()) pelt_update(se->avg, now(), se->weight, true, false);
     const fiber_view v = view_of(*se, now, hot_check);
     const detach_verdict verdict = policy_->can_detach(v, env);
     if (!verdict.take) {
@@ -561,13 +558,13 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
   return n;
 }
 
-void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, std::int64_t now) {
+void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const now_source& now) {
   if (n == 0) return;
   runqueue& q = rq(dst);
   q.lock.lock();
   if (tracks_load()) {
     update_curr(q, now);
-    update_load(q, now);
+    update_load(q, now());
   }
   for (unsigned i = 0; i < n; ++i) {
     sched_entity* se = list[i];
@@ -579,7 +576,7 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, std::
     // A migrated fiber is cold on its new worker. Only the fair discipline
     // keeps time (and reads it, for cache-hotness): under FIFO and LIFO the
     // store would only move a line of a stolen fiber to the thief.
-    if (fair_) se->exec_start = now - cfg_.migration_cost_ns;
+    if (fair_) se->exec_start = now() - cfg_.migration_cost_ns;
     se->cpu = dst;
     se->on_rq.store(true, std::memory_order_relaxed);
     ++q.nr_running;
@@ -587,11 +584,12 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, std::
     queue_insert(q, se);
     check_preempt(dst, q, *se);
   }
+  note_overload(q);
   publish(q);
   q.lock.unlock();
 }
 
-unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, std::int64_t now,
+unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, const now_source& now,
                               std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
   const auto c = static_cast<std::size_t>(cpu);
   const auto& chain = domains_.per_cpu[c];
@@ -651,7 +649,7 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, st
   return 0;
 }
 
-unsigned engine::newidle_balance(int cpu, std::int64_t now, std::uint64_t random,
+unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t random,
                                  std::vector<cpu_snapshot>& scratch) {
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   if (chain.empty()) return 0;
@@ -665,19 +663,64 @@ unsigned engine::newidle_balance(int cpu, std::int64_t now, std::uint64_t random
     }
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
   }
+  refresh_overload();
   return 0;
 }
 
-unsigned engine::tick(int cpu, std::int64_t now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
+unsigned engine::idle_balance(int cpu, const now_source& now, std::uint64_t random,
+                              std::vector<cpu_snapshot>& scratch) {
+  if (!pulls_when_idle_ || !overloaded()) return 0;
+  return newidle_balance(cpu, now, random, scratch);
+}
+
+void engine::refresh_overload() noexcept {
+  if (!overloaded()) return;
+  overload_.flag.store(false, std::memory_order_seq_cst);
+  for (std::size_t c = 0; c < nr_cpus(); ++c) {
+    if (has_movable(rqs_[c])) {
+      overload_.flag.store(true, std::memory_order_seq_cst);
+      return;
+    }
+  }
+}
+
+sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t random,
+                                std::vector<cpu_snapshot>& scratch) {
+  if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) return se;
+  if (idle_balance(cpu, now, random, scratch) == 0) return nullptr;
+  return pick_next(cpu, nullptr, prev_action::requeue, now);
+}
+
+wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
+                            std::vector<cpu_snapshot>& scratch, const now_source& now) {
+  wake_result r;
+  // Woken before it finished blocking: it keeps its place on its worker.
+  if (kind == placement_kind::wake && wake_running(se)) return r;
+  r.cpu = select_cpu(kind, *se, origin, random, scratch, now);
+  // A spawn onto the spawner's own worker, while the spawner runs there: no
+  // one is parked to be told (the kernel's wake_up_new_task on this CPU).
+  enqueue_kind how = enqueue_kind::wakeup;
+  if (kind == placement_kind::spawn) {
+    how = origin == r.cpu && !rq(origin).idle.load(std::memory_order_relaxed) ? enqueue_kind::spawn_local
+                                                                              : enqueue_kind::spawn;
+  }
+  const unsigned queued = enqueue(r.cpu, se, how, now);
+  r.notify = how != enqueue_kind::spawn_local;
+  r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);
+  return r;
+}
+
+tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
   runqueue& q = rq(cpu);
   if (tracks_load() || fair_) {
     q.lock.lock();
     update_curr(q, now);
-    if (tracks_load()) update_load(q, now);
+    if (tracks_load()) update_load(q, now());
     publish(q);
     q.lock.unlock();
   }
-  if (!policy_->balances_periodically()) return 0;
+  tick_result r;
+  if (!policy_->balances_periodically()) return r;
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   const bool busy = !q.idle.load(std::memory_order_relaxed);
   const cpu_idle_type idle = busy ? cpu_idle_type::not_idle : cpu_idle_type::idle;
@@ -685,15 +728,23 @@ unsigned engine::tick(int cpu, std::int64_t now, std::uint64_t random, std::vect
   for (std::size_t level = 0; level < chain.size(); ++level) {
     sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
     const std::int64_t interval = st.balance_interval_ns * (busy ? policy_->busy_factor() : 1);
-    if (now - st.last_balance < interval) continue;
+    if (now() - st.last_balance < interval) continue;
     // Only one worker of a group balances a level at a time; if it is not
     // us, the wider levels are not ours either this tick.
     if (!should_we_balance(cpu, level, idle)) break;
     pulled += load_balance(cpu, level, pulled ? cpu_idle_type::not_idle : idle, now, random, scratch);
-    st.last_balance = now;
+    st.last_balance = now();
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
   }
-  return pulled;
+  r.pulled = pulled;
+  // The nohz kick: a busy worker with fibers queued behind it wakes a
+  // parked worker, which then balances for itself (nohz_balancer_kick()).
+  std::int64_t& last_kick = last_idle_kick_[static_cast<std::size_t>(cpu)];
+  if (q.nr_queued.load(std::memory_order_relaxed) > 0 && now() - last_kick >= cfg_.idle_kick_interval_ns) {
+    last_kick = now();
+    r.kick = true;
+  }
+  return r;
 }
 
 }  // namespace usched::detail

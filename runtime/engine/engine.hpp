@@ -6,8 +6,12 @@
 // order with slices and wake-up preemption), load tracking (PELT), and
 // balancing (the balance driver asks the policy, then detaches and attaches
 // fibers). It creates no threads, switches no contexts and reads no clock:
-// every entry point takes `now` (ns) from its caller. The real backend
-// (worker.cpp) drives it with the steady clock; a simulated backend drives the
+// every entry point takes `now` (ns) from its caller, as a now_source, and
+// returns what the backend must do (the worker to notify, whether to kick an
+// idle one, a fiber pushed elsewhere). Every scheduling decision is made here
+// (the kernel's core.c to the policies' fair.c); a backend only runs fibers,
+// parks and wakes workers, and keeps timers. The real backend (worker.cpp)
+// drives it with the time-stamp counter; the simulator (sim/) drives the
 // same code with virtual time (DESIGN.md, seam 2).
 //
 // Locking: each runqueue has its own spinlock, taken inside the engine. No
@@ -180,7 +184,36 @@ struct alignas(64) runqueue {
   std::atomic<unsigned long> removed_runnable{0};
 };
 
-// Tunables of the engine (filled from usched::options by the runtime).
+// now_source is the time of one engine event, as the backend supplies it:
+// either a value it already has, or its clock, read on first use and then
+// kept, so that an event reads the clock at most once and only when its
+// decision depends on the time. The FIFO and LIFO disciplines without load
+// tracking keep no time: their yields, blocks and wake-ups read no clock
+// (a counter read would be half the cost of a yield). Implicit from a
+// value, so tests and the simulator pass their time as it is.
+class now_source {
+ public:
+  using clock_fn = std::int64_t (*)() noexcept;
+  constexpr now_source(std::int64_t value) noexcept : value_(value) {}  // NOLINT(google-explicit-constructor)
+  constexpr explicit now_source(clock_fn clock) noexcept : clock_(clock) {}
+  now_source(const now_source&) = delete;
+  now_source& operator=(const now_source&) = delete;
+
+  std::int64_t operator()() const noexcept {
+    if (clock_) [[unlikely]] {
+      value_ = clock_();
+      clock_ = nullptr;
+    }
+    return value_;
+  }
+
+ private:
+  mutable std::int64_t value_ = 0;
+  mutable clock_fn clock_ = nullptr;
+};
+
+// Tunables of the engine (filled from usched::options by the runtime, or by
+// the simulator's command line).
 struct engine_config {
   // CFS discipline (kernel defaults for 8+ CPUs, see docs/policies/cfs.md).
   std::int64_t sched_latency_ns = 24'000'000;
@@ -193,6 +226,44 @@ struct engine_config {
   std::int64_t fifo_slice_ns = 3'000'000;
   // PELT load tracking for the fair discipline (options::load_tracking).
   bool load_tracking = true;
+  // The scheduler tick: how often a running worker does its periodic work
+  // (load tracking of the running fiber, periodic balance), like HZ=1000.
+  std::int64_t tick_ns = 1'000'000;
+  // The nohz idle-balance kick: a busy worker with fibers queued behind it
+  // wakes a parked worker to balance at most this often (the kernel kicks
+  // its nohz balancer at most once per jiffy; 4 ms is a jiffy at HZ=250).
+  std::int64_t idle_kick_interval_ns = 4'000'000;
+};
+
+// What a wake-up or a spawn asks of the backend (engine::wake_up).
+struct wake_result {
+  // The worker the fiber was queued on; -1 when the wake-up found it still
+  // on its worker, on its way to block, which now keeps it: nothing to do.
+  int cpu = -1;
+  // cpu's worker may be parked: wake it. False only for a spawn onto the
+  // spawner's own running worker.
+  bool notify = false;
+  // Fibers now wait behind cpu's running one and the policy lets idle
+  // workers pull them: unless a worker is spinning (it will find them),
+  // wake one parked worker (kick_target) so that it balances.
+  bool kick = false;
+};
+
+// What a worker's scheduling decision asks of the backend (pick_next,
+// yield, block, exit).
+struct pick_result {
+  sched_entity* next = nullptr;  // what runs now; null: nothing (idle)
+  // An active balance pushed the previous fiber to this worker, which must
+  // be woken; -1 for none.
+  int pushed_to = -1;
+};
+
+// What the tick asks of the backend (engine::tick).
+struct tick_result {
+  unsigned pulled = 0;  // fibers the periodic balance moved onto this worker
+  // The nohz kick: fibers are queued behind this busy worker; wake one
+  // parked worker (kick_target) to balance, unless one is spinning.
+  bool kick = false;
 };
 
 // How a fiber arrives on a runqueue.
@@ -234,18 +305,90 @@ class engine {
 
   // snapshot() fills `out` with a lock-free reading of every worker, PELT
   // signals decayed to `now`.
-  void snapshot(std::vector<cpu_snapshot>& out, std::int64_t now) const;
+  void snapshot(std::vector<cpu_snapshot>& out, const now_source& now) const;
+
+  // ---- events: what a backend calls -----------------------------------------
+  //
+  // wake_up() is try_to_wake_up() and wake_up_new_task(): a fiber made
+  // runnable by `origin` (the worker the wake-up is from, -1 for a thread
+  // outside the runtime; a timer's wake-up is from the worker that armed
+  // it) is placed (select_cpu), queued (enqueue) and the result says whom
+  // to wake. A wake-up of a fiber still on its way to block only marks it
+  // (wake_running), and cpu is -1. `scratch` is the caller's snapshot space.
+  wake_result wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
+                      std::vector<cpu_snapshot>& scratch, const now_source& now);
+
+  // schedule() is the running worker's switch decision: prev (its running
+  // fiber) stops running as `action` says, and the next fiber comes back
+  // (see pick_next). The FIFO disciplines without load tracking take the
+  // short paths (yield_fifo, leave_fifo), which read no clock. Inline: it
+  // is most of a yield.
+  [[gnu::always_inline]] pick_result schedule(int cpu, sched_entity* prev, prev_action action,
+                                              const now_source& now) {
+    pick_result r;
+    if (!fair_ && !tracks_load_) {
+      if (action == prev_action::yield) {
+        r.next = yield_fifo(cpu, prev, now, &r.pushed_to);
+        return r;
+      }
+      if (action == prev_action::block || action == prev_action::exit) {
+        r.next = leave_fifo(cpu, prev, action, now);
+        return r;
+      }
+    }
+    r.next = pick_next(cpu, prev, action, now, &r.pushed_to);
+    return r;
+  }
+
+  // find_work() is the idle worker's schedule(): the first queued fiber;
+  // if there is none, a newly-idle balance (idle_balance) and a second
+  // look. Null when there is still nothing.
+  sched_entity* find_work(int cpu, const now_source& now, std::uint64_t random,
+                          std::vector<cpu_snapshot>& scratch);
+
+  // idle_balance() is the newly-idle pull of a worker with nothing to run
+  // (its idle loop while it spins, and once more before it parks): nothing
+  // when the policy does not pull or no worker has a fiber that could be
+  // pulled (overloaded(), the kernel's rd->overload test in
+  // newidle_balance()), else newidle_balance(). Returns fibers moved here.
+  unsigned idle_balance(int cpu, const now_source& now, std::uint64_t random,
+                        std::vector<cpu_snapshot>& scratch);
+
+  // overloaded() is the whole machine's "some worker has a fiber queued
+  // that another could take" (the kernel's rd->overload): set by every
+  // enqueue that leaves a runqueue with two runnable fibers, one of them
+  // queued and unpinned; cleared by a balance pass that finds no such
+  // runqueue. A set flag with nothing to take costs one balance pass; a
+  // clear flag is never stale: the clearer clears, then looks at every
+  // runqueue again, and an enqueuer that stored its count before that look
+  // is seen, one that stored it after reads the cleared flag and sets it
+  // (all seq_cst).
+  bool overloaded() const noexcept { return overload_.flag.load(std::memory_order_seq_cst); }
+
+  // kick_target() is the parked worker to wake for a kick (wake_result::
+  // kick, tick_result::kick): from a random start, the first worker other
+  // than `busy_cpu` that `parked(cpu)` says is parked; -1 for none.
+  template <class Parked>
+  int kick_target(int busy_cpu, std::uint64_t random, Parked&& parked) const {
+    const int n = static_cast<int>(nr_cpus());
+    const int start = static_cast<int>(random % static_cast<std::uint64_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const int cpu = (start + i) % n;
+      if (cpu != busy_cpu && parked(cpu)) return cpu;
+    }
+    return -1;
+  }
 
   // select_cpu() chooses the worker for a new (kind == spawn) or woken fiber:
   // its pinned worker if it has one, else the policy's choice. `origin` is the
   // worker asking, -1 for a thread outside the runtime. Counts the wake-up
   // path on `origin` (or the target when origin < 0). Takes no lock.
   int select_cpu(placement_kind kind, const sched_entity& se, int origin, std::uint64_t random,
-                 std::vector<cpu_snapshot>& scratch, std::int64_t now);
+                 std::vector<cpu_snapshot>& scratch, const now_source& now);
 
   // enqueue() makes `se` runnable on `cpu`. Locks that runqueue. Returns the
   // number queued after the push.
-  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, std::int64_t now);
+  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now);
 
   // wake_running() handles a wake-up of a fiber that has published itself
   // as waiting but may not have left its worker yet: if it is still on its
@@ -262,7 +405,7 @@ class engine {
   // balance asked for it, a requeued prev is pushed to the requesting worker
   // instead (its lock taken after ours is released); *pushed_to then names
   // that worker, which the caller must wake.
-  sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, std::int64_t now,
+  sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, const now_source& now,
                           int* pushed_to = nullptr);
 
   // yield_fifo() is pick_next(cpu, prev, yield) for the FIFO discipline
@@ -273,11 +416,12 @@ class engine {
   // asked for the running fiber, it takes the full pick_next() path.
   // Inline: it is most of a yield, and the worker's yield path is one
   // function around it and the context switch.
-  [[gnu::always_inline]] sched_entity* yield_fifo(int cpu, sched_entity* prev, int* pushed_to) {
+  [[gnu::always_inline]] sched_entity* yield_fifo(int cpu, sched_entity* prev, const now_source& now,
+                                                  int* pushed_to) {
     assert(!fair_ && !tracks_load());
     runqueue& q = rq(cpu);
     if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
-      return pick_next(cpu, prev, prev_action::yield, 0, pushed_to);
+      return pick_next(cpu, prev, prev_action::yield, now, pushed_to);
     }
     if (q.nr_queued.load(std::memory_order_relaxed) == 0) return prev;
     q.lock.lock();
@@ -305,37 +449,47 @@ class engine {
   }
 
   // should_preempt() is the running fiber's question at a preempt point:
-  // has a wake-up asked it to yield, or (fair discipline) has it used up its
-  // slice? `ran_ns` is how long it has run since it was picked. No lock.
-  bool should_preempt(int cpu, std::int64_t ran_ns) const noexcept;
+  // has a wake-up (or an active balance) asked it to yield, or has it used
+  // up its slice while others wait? `ran_ns` is how long it has run since
+  // its slice began (the backend measures it: the real one with the
+  // counter it reads at the preempt point anyway). No lock. Inline: a think
+  // loop asks it at every clock read.
+  bool should_preempt(int cpu, std::int64_t ran_ns) const noexcept {
+    const runqueue& q = rq(cpu);
+    if (q.need_resched.load(std::memory_order_relaxed)) return true;
+    if (q.nr_queued.load(std::memory_order_relaxed) == 0) return false;
+    return ran_ns >= q.slice_ns;
+  }
 
   // tick() is the per-worker periodic work, called by the running worker
-  // every few milliseconds and from its idle loop: PELT update of the
-  // running fiber and the periodic balance of every due domain level.
-  // Returns fibers pulled.
-  unsigned tick(int cpu, std::int64_t now, std::uint64_t random, std::vector<cpu_snapshot>& scratch);
+  // every config().tick_ns and from its idle loop: PELT update of the
+  // running fiber, the periodic balance of every due domain level, and the
+  // nohz kick decision (tick_result::kick: fibers are queued behind this
+  // busy worker and it last kicked at least idle_kick_interval_ns ago).
+  tick_result tick(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch);
 
   // newidle_balance() runs when `cpu` has nothing to run: for each level of
   // its chain, narrowest first, balance; stop at the first level that moved
   // something. Returns the number of fibers moved onto cpu's runqueue.
-  unsigned newidle_balance(int cpu, std::int64_t now, std::uint64_t random,
+  // Backends call idle_balance(), which rations it.
+  unsigned newidle_balance(int cpu, const now_source& now, std::uint64_t random,
                            std::vector<cpu_snapshot>& scratch);
 
   // load_balance() balances one level of `cpu`'s chain (the kernel's
   // load_balance()): ask the policy, detach from the busiest, attach here,
   // and keep nr_balance_failed and the interval. Returns fibers moved.
-  unsigned load_balance(int cpu, std::size_t level, cpu_idle_type idle, std::int64_t now,
+  unsigned load_balance(int cpu, std::size_t level, cpu_idle_type idle, const now_source& now,
                         std::uint64_t random, std::vector<cpu_snapshot>& scratch);
 
   // detach_fibers() removes, under the source's lock only, the fibers the
   // decision and the policy's can_detach() allow, from the least recently
   // queued, at most `max`. Pinned fibers and the running one are never taken.
   unsigned detach_fibers(int dst, const balance_decision& decision, cpu_idle_type idle,
-                         const sched_domain* sd, unsigned nr_balance_failed, std::int64_t now,
+                         const sched_domain* sd, unsigned nr_balance_failed, const now_source& now,
                          sched_entity** out, unsigned max);
 
   // attach_fibers() appends detached fibers to `dst`'s runqueue, under its lock.
-  void attach_fibers(int dst, sched_entity* const* list, unsigned n, std::int64_t now);
+  void attach_fibers(int dst, sched_entity* const* list, unsigned n, const now_source& now);
 
   // should_we_balance() is true when `cpu` is the worker of its group that
   // balances `level` this time: the first idle one, or the first one.
@@ -399,6 +553,7 @@ class engine {
     }
     queue_insert(q, se, true, lifo_ || run_next);
     if (run_next) q.runnext = se;
+    note_overload(q);
   }
   static void timeline_insert(runqueue& q, sched_entity* se) noexcept;
   static void timeline_erase(runqueue& q, sched_entity* se) noexcept;
@@ -407,7 +562,7 @@ class engine {
   // vruntime and nothing to publish but the queue count: enqueue() and
   // pick_next() go straight to these.
   unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noexcept;
-  sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action) noexcept;
+  sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now) noexcept;
   // The queue-order list alone (no counts, no timeline); inline, for the
   // yield path.
   static void list_link(runqueue& q, sched_entity* se, bool front) noexcept {
@@ -428,14 +583,35 @@ class engine {
     (se->rq_next ? se->rq_next->rq_prev : q.tail) = se->rq_prev;
     se->rq_next = se->rq_prev = nullptr;
   }
-  void update_curr(runqueue& q, std::int64_t now) noexcept;
+  void update_curr(runqueue& q, const now_source& now) noexcept;
   bool update_load(runqueue& q, std::int64_t now, bool rq_inputs_change = true) noexcept;
   void update_min_vruntime(runqueue& q) noexcept;
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
   void publish(runqueue& q) noexcept;
   void publish_load(runqueue& q) noexcept;
   void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
-  fiber_view view_of(const sched_entity& se, std::int64_t now, bool hot_check) const noexcept;
+  fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
+  // Whether q holds a fiber another worker could take: queued, unpinned,
+  // and not the only runnable one (an idle worker's single queued fiber is
+  // about to run there). Lock-free; the seq_cst load of the count is the
+  // clearer's half of the overload hand-shake.
+  static bool has_movable(const runqueue& q) noexcept {
+    const unsigned queued = q.nr_queued.load(std::memory_order_seq_cst);
+    return queued > q.nr_pinned.load(std::memory_order_relaxed) &&
+           (queued >= 2 || !q.idle.load(std::memory_order_relaxed));
+  }
+  // note_overload(): q (locked) just gained a runnable fiber; set the flag
+  // if that made it overloaded. Reads before it writes, so the flag's line
+  // stays shared while it is set.
+  void note_overload(const runqueue& q) noexcept {
+    if (q.nr_running >= 2 && q.nr_queued.load(std::memory_order_relaxed) > q.nr_pinned.load(std::memory_order_relaxed) &&
+        !overload_.flag.load(std::memory_order_seq_cst)) {
+      overload_.flag.store(true, std::memory_order_seq_cst);
+    }
+  }
+  // refresh_overload(): a balance pass found nothing to take; clear the
+  // flag unless some runqueue has a movable fiber (the hand-shake above).
+  void refresh_overload() noexcept;
 
   domain_tree domains_;
   std::unique_ptr<usched::policy> policy_;
@@ -444,10 +620,19 @@ class engine {
   bool lifo_;  // LIFO discipline (policy::lifo_queue()), never with fair_
   bool tracks_load_;
   bool places_without_snapshot_;  // the policy's, asked once
+  bool pulls_when_idle_;          // the policy's, asked once
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
   std::unique_ptr<cpu_counters[]> counters_;
   std::vector<std::unique_ptr<level_counters[]>> level_counters_;
+  // When each worker last kicked an idle one from its tick.
+  std::vector<std::int64_t> last_idle_kick_;
+  // On a line of its own: every worker reads it while idle.
+  struct alignas(64) overload_flag {
+    overload_flag() = default;
+    overload_flag(overload_flag&& o) noexcept : flag(o.flag.load(std::memory_order_relaxed)) {}
+    std::atomic<bool> flag{false};
+  } overload_;
 };
 
 }  // namespace usched::detail

@@ -54,10 +54,6 @@ std::size_t round_to_page(std::size_t v) {
   return (v + page - 1) / page * page;
 }
 
-// The scheduler tick: how often a running worker does its periodic work
-// (load tracking of the running fiber, periodic balance), like HZ=1000.
-constexpr std::int64_t tick_period_ns = 1'000'000;
-
 engine_config engine_config_of(const options& o) {
   engine_config c;
   c.fifo_slice_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.slice).count();
@@ -118,15 +114,15 @@ runtime_impl::runtime_impl(options opts)
   unit_ = to_detail(opts_.unit);
   initial_fp_ = fp_control::current();
   fp_in_frame_ = fp_in_first_frame();
-  pulls_when_idle_ = engine_.policy().pulls_when_idle();
   // More workers than units: the kernel time-shares them over the machine,
   // which pinning several to one PU would forbid it to do.
   const bool shares_units = places_.size() > topo_.nr_units(unit_);
   pinned_ = opts_.pin && topo_.pinnable() && !shares_units;
   oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
   cycles_per_ns_ = tsc_per_us() / 1000.0;
+  ns_per_cycle_ = 1.0 / cycles_per_ns_;
   (void)tsc();  // calibrate before any worker reads the engine clock
-  tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(tick_period_ns) * cycles_per_ns_);
+  tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(engine_.config().tick_ns) * cycles_per_ns_);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
   install_overflow_handler();
 
@@ -400,51 +396,34 @@ void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w) noexcept {
 }
 
 void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept {
-  // Woken before it finished blocking: it keeps its place on its worker.
-  if (kind == placement_kind::wake && engine_.wake_running(f)) return;
-  // The engine's clock is read only by the disciplines that account time.
-  const std::int64_t now = engine_.fair() || engine_.tracks_load() ? engine_now_ns() : 0;
-  const int cpu = w ? engine_.select_cpu(kind, *f, waker, w->next_random(), w->scratch(), now)
-                    : select_cpu_external(kind, *f, now);
-  // Publish (a seq_cst store of the queue count), then check the park word:
-  // paired with the parker's announce-then-check in worker::idle_wait().
-  enqueue_kind how = enqueue_kind::wakeup;
-  if (kind == placement_kind::spawn) {
-    how = w && w->index() == cpu && w->current_fiber() ? enqueue_kind::spawn_local : enqueue_kind::spawn;
+  // The engine places and queues the fiber; the backend wakes whom it says.
+  wake_result r;
+  if (w) {
+    r = engine_.wake_up(f, kind, waker, w->next_random(), w->scratch(), engine_clock());
+  } else {
+    // A thread outside the runtime places with its own scratch space and
+    // the shared generator.
+    thread_local std::vector<cpu_snapshot> scratch;
+    r = engine_.wake_up(f, kind, -1, external_random(), scratch, engine_clock());
   }
-  const unsigned queued = engine_.enqueue(cpu, f, how, now);
-  // A local spawn lands on this worker's own queue: it is running, not
-  // parked, so there is no one to wake.
-  if (how != enqueue_kind::spawn_local) worker_at(cpu).notify();
-  if (queued > 0 && pulls_when_idle_ && !engine_.rq(cpu).idle.load(std::memory_order_relaxed)) {
-    kick_idle(cpu, w);
-  }
-}
-
-// A thread outside the runtime places with its own scratch space and the
-// shared generator.
-int runtime_impl::select_cpu_external(placement_kind kind, const fiber& f, std::int64_t now) {
-  thread_local std::vector<cpu_snapshot> scratch;
-  return engine_.select_cpu(kind, f, -1, external_random(), scratch, now);
+  if (r.cpu < 0) return;
+  // Publish (the enqueue's seq_cst store of the queue count), then check the
+  // park word: paired with the parker's announce-then-check in
+  // worker::idle_wait().
+  if (r.notify) worker_at(r.cpu).notify();
+  if (r.kick) kick_idle(r.cpu, w);
 }
 
 // One parked worker is enough: it balances, and wakes no others. The start
 // of the search is random: the caller's worker's generator, or the shared
 // one (an atomic every caller would write) from a thread outside the
-// runtime.
+// runtime. A spinning worker will find the work by itself.
 void runtime_impl::kick_idle(int busy_cpu, worker* w) noexcept {
   if (nr_spinning.load(std::memory_order_seq_cst) > 0) return;
   if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
-  const int n = static_cast<int>(workers_.size());
   const std::uint64_t random = w ? w->next_random() : external_random();
-  const int start = static_cast<int>(random % static_cast<std::uint64_t>(n));
-  for (int i = 0; i < n; ++i) {
-    const int cpu = (start + i) % n;
-    if (cpu != busy_cpu && workers_[static_cast<std::size_t>(cpu)]->parked()) {
-      workers_[static_cast<std::size_t>(cpu)]->notify();
-      return;
-    }
-  }
+  const int cpu = engine_.kick_target(busy_cpu, random, [this](int c) { return worker_at(c).parked(); });
+  if (cpu >= 0) worker_at(cpu).notify();
 }
 
 void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {

@@ -27,6 +27,7 @@
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
 
+#include "clock.hpp"
 #include "domains.hpp"
 #include "engine.hpp"
 #include "fiber_impl.hpp"
@@ -37,6 +38,11 @@ namespace usched::detail {
 
 class runtime_impl;
 class worker;
+
+// The engine's clock in the real backend (clock.hpp), as an event's
+// now_source: read when the engine first needs it, at most once.
+inline std::int64_t read_engine_clock() noexcept { return engine_now_ns(); }
+inline now_source engine_clock() noexcept { return now_source(&read_engine_clock); }
 
 // The worker the calling OS thread is (of any runtime), or null.
 worker* worker_of_this_thread() noexcept;
@@ -121,7 +127,6 @@ class worker {
   void main();
   fiber* find_work();
   void idle_wait();
-  bool has_other_work() const noexcept;
   // ---- timers (docs/architecture.md, "Timers") ----
   // add_timer() puts a wait's deadline on this worker's heap; the running
   // fiber's worker only.
@@ -154,7 +159,7 @@ class worker {
   // The slice starts at the first preempt point after a switch, not at the
   // switch itself: reading the counter costs as much as the rest of a
   // switch, and only fibers that call preempt_point() have slices to
-  // measure. Its length is converted to counter ticks there too.
+  // measure.
   void start_slice() noexcept { slice_start_ = 0; }
   void tick(std::int64_t now);
   void account_idle_busy(bool becoming_idle, std::uint64_t now_cycles) noexcept;
@@ -171,14 +176,12 @@ class worker {
   fiber* pending_prev_ = nullptr;  // the context being switched away from
   bool pending_exit_ = false;      // ... and whether it has finished for good
   std::uint64_t slice_start_ = 0;  // cycles() when current_'s slice began
-  std::uint64_t slice_cycles_ = 0; // its length
   std::uint64_t next_tick_cycles_ = 0;
   // When the worker last went idle or busy, in counter ticks: the switch out
   // of the idle loop is on the wake-up path, where the counter costs less
   // than half of a steady-clock read.
   std::uint64_t phase_start_cycles_ = 0;
   std::uint64_t found_cycles_ = 0;  // the counter when find_work() last looked
-  std::int64_t last_idle_kick_ns_ = 0;
 
   // Whether this worker's heap may hold timers: set when it adds one,
   // cleared when it sees the heap empty. Only this worker's thread touches
@@ -236,6 +239,7 @@ class runtime_impl {
   std::string describe() const;
   runtime_stats stats() const;
   double cycles_per_ns() const noexcept { return cycles_per_ns_; }
+  double ns_per_cycle() const noexcept { return ns_per_cycle_; }
   // The floating-point control state every fiber starts with (that of the
   // thread that made the runtime), and whether it is written into a new
   // fiber's first frame (see fp_control in context.hpp).
@@ -314,7 +318,6 @@ class runtime_impl {
   // stop_workers() tells every worker to stop and joins its thread.
   void stop_workers() noexcept;
   void recycle(fiber* f, worker* w) noexcept;
-  int select_cpu_external(placement_kind kind, const fiber& f, std::int64_t now);
 
   options opts_;
   topology topo_;
@@ -323,12 +326,12 @@ class runtime_impl {
   engine engine_;
   stack_pool pool_;
   worker_unit unit_ = worker_unit::pu;
-  bool pulls_when_idle_ = false;  // the policy's, asked once
   bool fp_in_frame_ = false;
   fp_control initial_fp_;
   bool pinned_ = false;
   bool oversubscribed_ = false;
   double cycles_per_ns_ = 1.0;
+  double ns_per_cycle_ = 1.0;
   std::uint64_t tick_cycles_ = 0;
   std::int64_t spin_ns_ = 0;
   std::vector<std::unique_ptr<worker>> workers_;

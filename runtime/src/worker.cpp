@@ -29,11 +29,6 @@ constexpr unsigned spin_poll_iterations = 64;
 // preempted by the kernel in the middle of the switch).
 constexpr unsigned on_cpu_spins_before_yield = 1024;
 
-// How often a busy worker with queued fibers may wake a parked one to
-// balance (the kernel kicks its nohz idle balancer at most once per jiffy;
-// 4 ms is a jiffy at HZ=250).
-constexpr std::int64_t idle_kick_interval_ns = 4'000'000;
-
 // Due timers a heap gives up per acquisition of its lock: their waits are
 // resumed after the lock is dropped (a resume takes a runqueue lock and may
 // wake a worker), so the heap's owner adding a timer never waits behind that.
@@ -235,14 +230,9 @@ void worker::yield_current(prev_action action) {
   fiber* self = current_;
   engine& e = rt_.eng();
   if (has_timers_) [[unlikely]] run_timers(now_ns());
-  int pushed_to = -1;
-  fiber* next;
-  if (!e.fair() && !e.tracks_load()) {
-    next = static_cast<fiber*>(e.yield_fifo(index_, self, &pushed_to));
-  } else {
-    next = static_cast<fiber*>(e.pick_next(index_, self, action, engine_now_ns(), &pushed_to));
-  }
-  if (pushed_to >= 0) rt_.worker_at(pushed_to).notify();
+  const pick_result r = e.schedule(index_, self, action, engine_clock());
+  if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
+  auto* next = static_cast<fiber*>(r.next);
   if (next == self) {
     start_slice();
     return;
@@ -255,9 +245,7 @@ void worker::yield_current(prev_action action) {
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
   if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
   if (has_timers_) run_timers(now_ns());
-  engine& e = rt_.eng();
-  auto* next = static_cast<fiber*>(
-      e.pick_next(index_, self, prev_action::block, e.fair() ? engine_now_ns() : 0));
+  auto* next = static_cast<fiber*>(rt_.eng().schedule(index_, self, prev_action::block, engine_clock()).next);
   // A wake-up that arrived before we got here turned the block into a
   // requeue; if nothing else is queued, we are picked again: keep running.
   if (next == self) {
@@ -268,43 +256,27 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
 }
 
 void worker::exit_current() {
-  engine& e = rt_.eng();
-  auto* next = static_cast<fiber*>(
-      e.pick_next(index_, current_, prev_action::exit, e.fair() ? engine_now_ns() : 0));
+  auto* next = static_cast<fiber*>(rt_.eng().schedule(index_, current_, prev_action::exit, engine_clock()).next);
   switch_to(next ? next : &idle_, true);
   __builtin_unreachable();
 }
 
 void worker::preempt_check() {
   const std::uint64_t now_c = cycles();
-  if (slice_start_ == 0) {
-    slice_start_ = now_c;
-    const std::int64_t slice_ns =
-        rt_.eng().fair() ? rt_.eng().rq(index_).slice_ns : rt_.eng().config().fifo_slice_ns;
-    slice_cycles_ = static_cast<std::uint64_t>(static_cast<double>(slice_ns) * rt_.cycles_per_ns());
-  }
-  if (now_c >= next_tick_cycles_) tick(engine_now_ns());
-  const runqueue& q = rt_.eng().rq(index_);
-  if (q.need_resched.load(std::memory_order_relaxed) ||
-      (now_c - slice_start_ >= slice_cycles_ && q.nr_queued.load(std::memory_order_relaxed) != 0)) {
-    yield_current(prev_action::requeue);
-  }
+  if (slice_start_ == 0) slice_start_ = now_c;
+  if (now_c >= next_tick_cycles_) tick(engine_now_ns(now_c));
+  // The engine decides (a wake-up's request, or the slice used up while
+  // others wait); the counter says how long the slice has run.
+  const auto ran_ns = static_cast<std::int64_t>(static_cast<double>(now_c - slice_start_) * rt_.ns_per_cycle());
+  if (rt_.eng().should_preempt(index_, ran_ns)) yield_current(prev_action::requeue);
 }
 
-// tick(): the worker's periodic work (the scheduler tick): load tracking of
-// the running fiber, the periodic balance of due domain levels, and the
-// userspace analogue of the kernel's nohz idle-balance kick: a busy worker
-// with fibers queued behind it wakes a parked worker, which then balances
-// for itself.
+// tick(): the worker's periodic work (the scheduler tick), all of it the
+// engine's: load tracking, the periodic balance, and the nohz kick, which
+// the backend carries out by waking a parked worker.
 void worker::tick(std::int64_t now) {
-  engine& e = rt_.eng();
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
-  e.tick(index_, now, next_random(), scratch_);
-  if (e.policy().balances_periodically() && e.rq(index_).nr_queued.load(std::memory_order_relaxed) > 0 &&
-      now - last_idle_kick_ns_ >= idle_kick_interval_ns) {
-    last_idle_kick_ns_ = now;
-    rt_.kick_idle(index_, this);
-  }
+  if (rt_.eng().tick(index_, now, next_random(), scratch_).kick) rt_.kick_idle(index_, this);
 }
 
 // ---- timers ----------------------------------------------------------------
@@ -461,36 +433,19 @@ void runtime_impl::hand_off_watch(const worker& self) noexcept {
 // ---- idle ------------------------------------------------------------------
 
 fiber* worker::find_work() {
-  engine& e = rt_.eng();
   if (has_timers_) run_timers(now_ns());
-  // One counter read serves the tick check and, for the disciplines that
-  // account time, the engine's clock: this is the wake-up path of an idle
-  // worker.
+  // One counter read serves the tick check and the engine's clock: this is
+  // the wake-up path of an idle worker.
   const std::uint64_t c = cycles();
   found_cycles_ = c;
-  const std::int64_t now = e.fair() || e.tracks_load() || c >= next_tick_cycles_ ? engine_now_ns(c) : 0;
+  const std::int64_t now = engine_now_ns(c);
   if (c >= next_tick_cycles_) tick(now);
-  if (auto* f = e.pick_next(index_, nullptr, prev_action::requeue, now)) return static_cast<fiber*>(f);
-  if (e.policy().pulls_when_idle() &&
-      e.newidle_balance(index_, now ? now : engine_now_ns(), next_random(), scratch_) > 0) {
-    return static_cast<fiber*>(e.pick_next(index_, nullptr, prev_action::requeue, now));
-  }
-  return nullptr;
-}
-
-bool worker::has_other_work() const noexcept {
-  engine& e = rt_.eng();
-  for (std::size_t i = 0; i < e.nr_cpus(); ++i) {
-    const runqueue& q = e.rq(static_cast<int>(i));
-    if (q.nr_queued.load(std::memory_order_seq_cst) > q.nr_pinned.load(std::memory_order_relaxed))
-      return true;
-  }
-  return false;
+  return static_cast<fiber*>(rt_.eng().find_work(index_, now, next_random(), scratch_));
 }
 
 void worker::idle_wait() {
-  runqueue& q = rt_.eng().rq(index_);
-  const bool pulls = rt_.eng().policy().pulls_when_idle();
+  engine& e = rt_.eng();
+  runqueue& q = e.rq(index_);
 
   // Spin: a fiber is often made runnable again within microseconds (a reply,
   // a released lock), and waking from a futex costs far more than that.
@@ -513,14 +468,12 @@ void worker::idle_wait() {
         found = true;
         break;
       }
-      // Balance only when some worker has a fiber queued that could be
-      // pulled: the kernel's newidle_balance() returns at once while the root
-      // domain is not overloaded (no CPU with a second task). A balance pass
-      // snapshots every runqueue and asks the policy; skipping it when there
-      // is nothing to take keeps this check short, and a wake-up that
-      // arrives during it waits less.
-      if (pulls && has_other_work() &&
-          rt_.eng().newidle_balance(index_, now, next_random(), scratch_) > 0) {
+      // The engine balances only when some worker has a fiber queued that
+      // could be pulled (engine::overloaded, the kernel's rd->overload): a
+      // balance pass snapshots every runqueue and asks the policy; skipping
+      // it when there is nothing to take keeps this check short, and a
+      // wake-up that arrives during it waits less.
+      if (e.idle_balance(index_, now, next_random(), scratch_) > 0) {
         found = true;
         break;
       }
@@ -544,10 +497,11 @@ void worker::idle_wait() {
   // cannot pull must sleep, not spin.
   park_word_.store(1, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_add(1, std::memory_order_seq_cst);
+  // The overload flag is read seq_cst after the park announcement: an
+  // enqueue that overloads a busy worker after this read sees the parked
+  // count and kicks (runtime_impl::kick_idle).
   bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping();
-  if (!work && pulls && has_other_work()) {
-    work = rt_.eng().newidle_balance(index_, engine_now_ns(), next_random(), scratch_) > 0;
-  }
+  if (!work) work = e.idle_balance(index_, engine_clock(), next_random(), scratch_) > 0;
   if (!work) {
     // Sleep until this worker's own earliest timer; the watcher (one parked
     // worker, the first to find the post free) until the earliest timer of
