@@ -3,6 +3,7 @@
 #include <string>
 
 #include <usched/error.hpp>
+#include <usched/options.hpp>
 
 #include "cfs_family.hpp"
 #include "policy.hpp"
@@ -45,6 +46,13 @@ constexpr std::array policies{
 }  // namespace
 
 std::span<const policy_info> registered_policies() noexcept { return policies; }
+
+// Declared with the options (usched/options.hpp): the names USCHED_POLICY takes.
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (const auto& p : policies) names.emplace_back(p.name);
+  return names;
+}
 
 std::string policy_names_joined() {
   std::string out;

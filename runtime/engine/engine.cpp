@@ -747,4 +747,32 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
   return r;
 }
 
+void engine::add_counters(int cpu, worker_stats& out) const {
+  const cpu_counters& c = counters(cpu);
+  out.newidle_attempts = c.newidle_attempts;
+  out.newidle_pulls = c.newidle_pulls;
+  out.fibers_pulled = c.fibers_pulled;
+  out.wake_prev = c.wake_prev;
+  out.wake_idle_sibling = c.wake_idle_sibling;
+  out.wake_other = c.wake_other;
+  out.wakeup_preemptions = c.wakeup_preemptions;
+  out.active_pushes = c.active_pushes;
+  const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
+  for (std::size_t l = 0; l < chain.size(); ++l) {
+    const level_counters& lc = counters(cpu, l);
+    domain_level_stats d;
+    d.level = to_string(chain[l].level);
+    d.attempts = lc.attempts;
+    d.balanced = lc.balanced;
+    d.successes = lc.successes;
+    d.failures = lc.failures;
+    d.moved_load = lc.moved[static_cast<std::size_t>(migration_type::migrate_load)];
+    d.moved_util = lc.moved[static_cast<std::size_t>(migration_type::migrate_util)];
+    d.moved_task = lc.moved[static_cast<std::size_t>(migration_type::migrate_task)];
+    d.moved_misfit = lc.moved[static_cast<std::size_t>(migration_type::migrate_misfit)];
+    d.odd_picks = lc.odd_picks;
+    out.levels.push_back(std::move(d));
+  }
+}
+
 }  // namespace usched::detail

@@ -23,11 +23,14 @@
 #include <atomic>
 #include <cassert>
 #include <boost/intrusive/set.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include <usched/detail/spinlock.hpp>
+#include <usched/options.hpp>
+#include <usched/runtime.hpp>
 
 #include "domains.hpp"
 #include "pelt.hpp"
@@ -234,6 +237,21 @@ struct engine_config {
   // its nohz balancer at most once per jiffy; 4 ms is a jiffy at HZ=250).
   std::int64_t idle_kick_interval_ns = 4'000'000;
 };
+
+// engine_config_of() is the engine's configuration for a runtime's options
+// (the real backend and the simulator both start from it); the constants
+// that are no option keep their defaults.
+inline engine_config engine_config_of(const usched::options& o) {
+  using std::chrono::duration_cast;
+  using std::chrono::nanoseconds;
+  engine_config c;
+  c.fifo_slice_ns = duration_cast<nanoseconds>(o.slice).count();
+  c.load_tracking = o.load_tracking;
+  c.sched_latency_ns = duration_cast<nanoseconds>(o.cfs_latency).count();
+  c.min_granularity_ns = duration_cast<nanoseconds>(o.cfs_min_granularity).count();
+  c.wakeup_granularity_ns = duration_cast<nanoseconds>(o.cfs_wakeup_granularity).count();
+  return c;
+}
 
 // What a wake-up or a spawn asks of the backend (engine::wake_up).
 struct wake_result {
@@ -504,6 +522,10 @@ class engine {
   const level_counters& counters(int cpu, std::size_t level) const noexcept {
     return level_counters_[static_cast<std::size_t>(cpu)][level];
   }
+  // add_counters() copies worker `cpu`'s engine counters (placement,
+  // balancing, every domain level's) into what runtime::stats() reports;
+  // the backend adds its own (switches, parks, idle and busy time).
+  void add_counters(int cpu, worker_stats& out) const;
 
  private:
   // `front`: at the head of the FIFO list (the LIFO discipline's push).

@@ -318,10 +318,4 @@ options options::from_env() {
   return o;
 }
 
-std::vector<std::string> policy_names() {
-  std::vector<std::string> names;
-  for (const auto& p : registered_policies()) names.emplace_back(p.name);
-  return names;
-}
-
 }  // namespace usched

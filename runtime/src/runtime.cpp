@@ -54,16 +54,6 @@ std::size_t round_to_page(std::size_t v) {
   return (v + page - 1) / page * page;
 }
 
-engine_config engine_config_of(const options& o) {
-  engine_config c;
-  c.fifo_slice_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.slice).count();
-  c.load_tracking = o.load_tracking;
-  c.sched_latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_latency).count();
-  c.min_granularity_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_min_granularity).count();
-  c.wakeup_granularity_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(o.cfs_wakeup_granularity).count();
-  return c;
-}
 
 // The end of a process the runtime cannot go on in: one line to stderr with
 // a plain write, whatever the log level (the process is about to die and this

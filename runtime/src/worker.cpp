@@ -124,31 +124,7 @@ worker_stats worker::stats() const noexcept {
   s.parks = parks_;
   s.idle_ns = static_cast<std::uint64_t>(static_cast<double>(idle_cycles_.get()) / rt_.cycles_per_ns());
   s.busy_ns = static_cast<std::uint64_t>(static_cast<double>(busy_cycles_.get()) / rt_.cycles_per_ns());
-  const cpu_counters& c = e.counters(index_);
-  s.newidle_attempts = c.newidle_attempts;
-  s.newidle_pulls = c.newidle_pulls;
-  s.fibers_pulled = c.fibers_pulled;
-  s.wake_prev = c.wake_prev;
-  s.wake_idle_sibling = c.wake_idle_sibling;
-  s.wake_other = c.wake_other;
-  s.wakeup_preemptions = c.wakeup_preemptions;
-  s.active_pushes = c.active_pushes;
-  const auto& chain = e.domains().per_cpu[static_cast<std::size_t>(index_)];
-  for (std::size_t l = 0; l < chain.size(); ++l) {
-    const level_counters& lc = e.counters(index_, l);
-    domain_level_stats d;
-    d.level = to_string(chain[l].level);
-    d.attempts = lc.attempts;
-    d.balanced = lc.balanced;
-    d.successes = lc.successes;
-    d.failures = lc.failures;
-    d.moved_load = lc.moved[static_cast<std::size_t>(migration_type::migrate_load)];
-    d.moved_util = lc.moved[static_cast<std::size_t>(migration_type::migrate_util)];
-    d.moved_task = lc.moved[static_cast<std::size_t>(migration_type::migrate_task)];
-    d.moved_misfit = lc.moved[static_cast<std::size_t>(migration_type::migrate_misfit)];
-    d.odd_picks = lc.odd_picks;
-    s.levels.push_back(std::move(d));
-  }
+  e.add_counters(index_, s);
   return s;
 }
 

@@ -1,0 +1,185 @@
+// usched_sim: the engine and a policy on a simulated topology.
+//
+//   usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]...
+//              -- schbench [schbench flags] | -- file PATH
+//
+// Output is the schbench clone's (the 2020 block, --json, USCHED_STATS), so
+// a simulated run reads like a measured one. Same inputs and seed, same
+// bytes.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <usched/error.hpp>
+#include <usched/options.hpp>
+
+#include "cli.hpp"
+#include "histogram.hpp"
+#include "schbench_model.hpp"
+#include "simulator.hpp"
+#include "workload.hpp"
+
+namespace {
+
+namespace sb = usched::schbench;
+using usched::sim::simulator;
+
+constexpr const char* program = "usched_sim";
+
+struct usage : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+std::string usage_text() {
+  std::string s =
+      "usage: usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]...\n"
+      "                  -- schbench [schbench flags] | -- file PATH\n"
+      "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
+      "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
+      "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
+      "  --cost NAME=NS a cost in ns, one of:";
+  for (const auto& n : usched::sim::cost_names()) {
+    s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
+  }
+  s += "\n  schbench       the schbench clone's flags (usched_schbench --help); -r must be > 0\n"
+       "  file PATH      a workload file (docs/simulator.md, \"Workload files\")\n";
+  return s;
+}
+
+std::uint64_t parse_seed(const std::string& v) {
+  if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos) {
+    throw usage("--seed '" + v + "': expected a whole number 0..18446744073709551615");
+  }
+  try {
+    std::size_t used = 0;
+    const unsigned long long n = std::stoull(v, &used);
+    return n;
+  } catch (const std::exception&) {
+    throw usage("--seed '" + v + "': expected a whole number 0..18446744073709551615");
+  }
+}
+
+struct command {
+  usched::sim::sim_config cfg;
+  std::string kind;  // "schbench" or "file"
+  std::vector<std::string> rest;
+  bool help = false;
+};
+
+command parse(int argc, char** argv) {
+  command c;
+  c.cfg.options = usched::options::from_env();
+  c.cfg.policy = c.cfg.options.policy;
+  c.cfg.topology = c.cfg.options.topology;
+  int i = 1;
+  const auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= argc) throw usage(flag + ": missing value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      c.help = true;
+      return c;
+    } else if (a == "--topology") {
+      c.cfg.topology = value(a);
+    } else if (a == "--policy") {
+      c.cfg.policy = value(a);
+      const auto names = usched::policy_names();
+      if (std::find(names.begin(), names.end(), c.cfg.policy) == names.end()) {
+        throw usage("--policy '" + c.cfg.policy + "' is not a registered policy; choose one of: " + sb::policy_list());
+      }
+    } else if (a == "--seed") {
+      c.cfg.seed = parse_seed(value(a));
+    } else if (a == "--cost") {
+      const std::string v = value(a);
+      const auto eq = v.find('=');
+      const std::string name = v.substr(0, eq);
+      const std::string ns = eq == std::string::npos ? "" : v.substr(eq + 1);
+      const bool digits = !ns.empty() && ns.size() <= 15 && ns.find_first_not_of("0123456789", ns[0] == '-' ? 1 : 0) == std::string::npos && ns != "-";
+      if (eq == std::string::npos || !digits) {
+        usched::sim::set_cost(c.cfg.cost, name, 0);  // an unknown name is the first thing wrong
+        throw usage("--cost " + v + ": expected NAME=NS with NS a whole number of ns, 0 or more");
+      }
+      usched::sim::set_cost(c.cfg.cost, name, std::stoll(ns));
+    } else {
+      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS -h, then -- schbench ... or -- file PATH");
+    }
+  }
+  if (i >= argc) throw usage("no workload: end the flags with -- schbench [flags] or -- file PATH");
+  c.kind = argv[i++];
+  if (c.kind != "schbench" && c.kind != "file") {
+    throw usage("unknown workload '" + c.kind + "'; accepted: schbench, file");
+  }
+  for (; i < argc; ++i) c.rest.emplace_back(argv[i]);
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  command c;
+  sb::cli_options so;
+  usched::sim::workload wl;
+  try {
+    c = parse(argc, argv);
+    if (c.help) {
+      std::cout << usage_text();
+      return 0;
+    }
+    if (c.kind == "schbench") {
+      so = sb::parse_cli(c.rest, "usched_sim -- schbench");
+      if (so.help) {
+        std::cout << sb::usage_text("usched_sim -- schbench");
+        return 0;
+      }
+      if (!so.policy.empty()) c.cfg.policy = so.policy;
+      if (!so.json_file.empty()) sb::check_output_file("--json", so.json_file);
+    } else {
+      if (c.rest.size() != 1) throw usage("file: expected one PATH, got " + std::to_string(c.rest.size()) + " arguments");
+      std::ifstream in(c.rest[0]);
+      if (!in) throw usage("file '" + c.rest[0] + "': cannot be read");
+      wl = usched::sim::parse_workload(in, c.rest[0]);
+    }
+  } catch (const std::invalid_argument& e) {  // usage, usage_error, workload_error, config_error, bad --cost
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  }
+  try {
+    simulator sim(c.cfg);
+    // The whole report is kept until the run has finished, so that a run
+    // that fails leaves no half-written output.
+    std::ostringstream out;
+    sb::run_summary s =
+        c.kind == "schbench" ? usched::sim::run_schbench_model(sim, so, out) : usched::sim::run_workload(sim, wl, out);
+    std::cout << out.str() << std::flush;
+    if (c.kind == "schbench" && !so.json_file.empty()) {
+      std::ofstream json(so.json_file, std::ios::out | std::ios::trunc);
+      json << sb::to_json(s);
+      if (!json.flush()) {
+        std::cerr << program << ": --json: writing '" << so.json_file << "' failed\n";
+        return 1;
+      }
+    }
+    if (c.cfg.options.stats != usched::options::stats_output::none) {
+      const usched::runtime_stats st = sim.stats();
+      std::cerr << (c.cfg.options.stats == usched::options::stats_output::json ? st.to_json() : st.to_table());
+    }
+  } catch (const std::invalid_argument& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}

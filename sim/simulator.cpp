@@ -1,0 +1,556 @@
+// simulator.cpp: the simulated backend's event loop (see simulator.hpp).
+#include "simulator.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include <usched/error.hpp>
+
+#include "topology.hpp"
+
+namespace usched::sim {
+
+using detail::pick_result;
+using usched::placement_kind;
+using detail::prev_action;
+using detail::wake_result;
+
+namespace {
+
+constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+
+struct cost_field {
+  const char* name;
+  std::int64_t costs::*field;
+};
+constexpr cost_field cost_fields[] = {
+    {"switch", &costs::switch_ns},
+    {"wake_spinning", &costs::wake_spinning_ns},
+    {"wake_parked", &costs::wake_parked_ns},
+    {"migrate_llc", &costs::migrate_llc_ns},
+    {"migrate_cross_llc", &costs::migrate_cross_llc_ns},
+    {"migrate_numa", &costs::migrate_numa_ns},
+    {"preempt_point", &costs::preempt_point_ns},
+    {"spin_poll", &costs::spin_poll_ns},
+};
+
+const cost_field* find_cost(const std::string& name) {
+  for (const auto& f : cost_fields) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+std::string cost_list() {
+  std::string out;
+  for (const auto& f : cost_fields) out += (out.empty() ? "" : ", ") + std::string(f.name);
+  return out;
+}
+
+std::uint64_t splitmix(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::vector<std::string> cost_names() {
+  std::vector<std::string> out;
+  for (const auto& f : cost_fields) out.emplace_back(f.name);
+  return out;
+}
+
+void set_cost(costs& c, const std::string& name, std::int64_t ns) {
+  const cost_field* f = find_cost(name);
+  if (!f) throw std::invalid_argument("--cost " + name + ": unknown cost; accepted: " + cost_list());
+  if (ns < 0) {
+    throw std::invalid_argument("--cost " + name + "=" + std::to_string(ns) +
+                                ": a cost is a whole number of ns, 0 or more");
+  }
+  c.*(f->field) = ns;
+}
+
+std::int64_t get_cost(const costs& c, const std::string& name) {
+  const cost_field* f = find_cost(name);
+  if (!f) throw std::invalid_argument("unknown cost '" + name + "'");
+  return c.*(f->field);
+}
+
+// ---- state -------------------------------------------------------------------
+
+enum class simulator::ev : std::uint8_t {
+  resume,    // a switch (or a wake-up's cost) has passed: the worker runs its fiber
+  check,     // a running worker's preempt point: the step's end, the tick, the slice
+  spin_poll, // a spinning worker's periodic look (balance, the end of the spin)
+  look,      // a woken or notified idle worker looks for work (find_work)
+  timer,     // a sleep's deadline: wake the fiber, from the worker it slept on
+  callback,  // a call from outside any worker (schbench's reporting thread)
+};
+
+struct simulator::event {
+  std::int64_t t;
+  std::uint64_t seq;
+  ev kind;
+  int cpu;
+  std::uint64_t gen;
+  sim_fiber* f;
+  bool operator>(const event& o) const noexcept { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct simulator::vcpu {
+  enum class state : std::uint8_t { running, spinning, parked, waking };
+  state st = state::spinning;
+  sim_fiber* curr = nullptr;
+  // Events carry the generation they were made in; a change of state
+  // (a switch, idling, parking) makes the older ones stale.
+  std::uint64_t gen = 0;
+  std::int64_t seg_start = 0;    // when the running step's current stretch began
+  std::int64_t slice_start = 0;  // when the running fiber's slice began
+  std::int64_t next_tick = 0;
+  std::int64_t pending_check = never;
+  std::int64_t spin_until = 0;
+  std::int64_t phase_start = 0;  // when it last went busy or idle
+  bool busy = false;
+  std::uint64_t rng = 0;
+  std::vector<usched::cpu_snapshot> scratch;
+  std::uint64_t fibers_run = 0;
+  std::uint64_t parks = 0;
+  std::uint64_t idle_ns = 0;
+  std::uint64_t busy_ns = 0;
+};
+
+simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^ cfg_.seed) {
+  cfg_.options.policy = cfg_.policy;
+  cfg_.options.topology = cfg_.topology;
+  const auto topo = detail::topology::load(cfg_.topology, "--topology '" + cfg_.topology + "'");
+  places_ = topo.place_workers(topo.nr_pus(), detail::worker_unit::pu, "--topology '" + cfg_.topology + "'");
+  topology_line_ = topo.describe();
+  engine_ = std::make_unique<detail::engine>(build_domains(places_), make_policy(cfg_.policy),
+                                             detail::engine_config_of(cfg_.options));
+  cpus_.resize(engine_->nr_cpus());
+  for (std::size_t c = 0; c < cpus_.size(); ++c) {
+    std::uint64_t s = cfg_.seed * 0x100000001b3ULL + c;
+    cpus_[c].rng = splitmix(s);
+  }
+  // Every worker starts as the real ones do: it looks for work, spins, parks.
+  for (std::size_t c = 0; c < cpus_.size(); ++c) push(0, ev::look, static_cast<int>(c), 0);
+  for (auto& v : cpus_) v.st = vcpu::state::waking;
+}
+
+simulator::~simulator() = default;
+
+unsigned simulator::nr_cpus() const noexcept { return static_cast<unsigned>(cpus_.size()); }
+
+std::uint64_t simulator::random() noexcept { return splitmix(rng_); }
+
+void simulator::push(std::int64_t t, ev kind, int cpu, std::uint64_t gen, sim_fiber* f) {
+  heap_.push_back(event{t, seq_++, kind, cpu, gen, f});
+  std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
+}
+
+void simulator::at(std::int64_t t, std::function<void()> f) {
+  callbacks_.push_back(std::move(f));
+  push(t, ev::callback, -1, callbacks_.size() - 1);
+}
+
+void simulator::run_until(std::int64_t t) {
+  while (!heap_.empty() && heap_.front().t <= t) {
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    const event e = heap_.back();
+    heap_.pop_back();
+    now_ = e.t;
+    ++events_;
+    handle(e);
+  }
+  now_ = std::max(now_, t);
+}
+
+void simulator::handle(const event& e) {
+  if (e.kind == ev::callback) {
+    // Moved out first: the callback may add more.
+    std::function<void()> f = std::move(callbacks_[e.gen]);
+    f();
+    return;
+  }
+  if (e.kind == ev::timer) {
+    wake(*e.f, placement_kind::wake, e.cpu);
+    return;
+  }
+  vcpu& v = cpus_[static_cast<std::size_t>(e.cpu)];
+  if (e.gen != v.gen) return;  // stale
+  switch (e.kind) {
+    case ev::resume:
+      start_running(e.cpu);
+      break;
+    case ev::check:
+      if (e.t != v.pending_check) return;  // superseded by an earlier check
+      v.pending_check = never;
+      check(e.cpu);
+      break;
+    case ev::spin_poll:
+      spin_poll(e.cpu);
+      break;
+    case ev::look:
+      if (v.st == vcpu::state::parked) --nr_parked_;
+      if (v.st == vcpu::state::spinning) --nr_spinning_;
+      v.st = vcpu::state::waking;
+      find_work(e.cpu);
+      break;
+    default:
+      break;
+  }
+}
+
+// ---- fibers --------------------------------------------------------------------
+
+sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin) {
+  auto f = std::make_unique<sim_fiber>();
+  f->id = static_cast<int>(fibers_.size()) + 1;
+  f->prog = std::move(p);
+  f->pinned = pin;
+  sim_fiber& ref = *f;
+  fibers_.push_back(std::move(f));
+  wake(ref, placement_kind::spawn, acting_cpu_);
+  return ref;
+}
+
+void simulator::post(sim_event& e) {
+  if (sim_fiber* w = e.waiter) {
+    e.waiter = nullptr;
+    wake(*w, placement_kind::wake, acting_cpu_);
+  } else {
+    e.posted = true;
+  }
+}
+
+// The real backend's runtime_impl::schedule(): the engine places and queues
+// the fiber, the backend wakes whom it says.
+void simulator::wake(sim_fiber& f, placement_kind kind, int origin) {
+  std::vector<usched::cpu_snapshot>& scratch =
+      origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
+  const std::uint64_t bits = origin >= 0 ? splitmix(cpus_[static_cast<std::size_t>(origin)].rng) : random();
+  const wake_result r = engine_->wake_up(&f, kind, origin, bits, scratch, now_);
+  if (r.cpu < 0) return;
+  f.woken_at = now_;
+  if (r.notify) notify(r.cpu);
+  poke(r.cpu);
+  if (r.kick) kick_idle(r.cpu);
+}
+
+void simulator::kick_idle(int busy_cpu) {
+  if (nr_spinning_ > 0 || nr_parked_ == 0) return;
+  const std::uint64_t bits = busy_cpu >= 0 ? splitmix(cpus_[static_cast<std::size_t>(busy_cpu)].rng) : random();
+  const int cpu = engine_->kick_target(busy_cpu, bits, [this](int c) {
+    return cpus_[static_cast<std::size_t>(c)].st == vcpu::state::parked;
+  });
+  if (cpu >= 0) notify(cpu);
+}
+
+// notify(): work was queued on `cpu`. A spinning worker sees it at its next
+// look at its queue; a parked one after a futex wake.
+void simulator::notify(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  if (v.st == vcpu::state::spinning) {
+    push(now_ + cfg_.cost.wake_spinning_ns, ev::look, cpu, ++v.gen);
+    --nr_spinning_;
+    v.st = vcpu::state::waking;
+  } else if (v.st == vcpu::state::parked) {
+    push(now_ + cfg_.cost.wake_parked_ns, ev::look, cpu, ++v.gen);
+    --nr_parked_;
+    v.st = vcpu::state::waking;
+  }
+}
+
+// ---- running -------------------------------------------------------------------
+
+std::int64_t simulator::migration_cost(int from, int to) const {
+  if (from < 0 || from == to) return 0;
+  const usched::domain_tree& d = engine_->domains();
+  if (d.share_llc(from, to)) return cfg_.cost.migrate_llc_ns;
+  const int nf = d.cpu_node.empty() ? 0 : d.cpu_node[static_cast<std::size_t>(from)];
+  const int nt = d.cpu_node.empty() ? 0 : d.cpu_node[static_cast<std::size_t>(to)];
+  return nf == nt ? cfg_.cost.migrate_cross_llc_ns : cfg_.cost.migrate_numa_ns;
+}
+
+// switch_to(): `next` was picked on `cpu`; it runs once the switch (and
+// whatever its move costs) has passed.
+void simulator::switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  if (!v.busy) {
+    v.idle_ns += static_cast<std::uint64_t>(now_ - v.phase_start);
+    v.phase_start = now_;
+    v.busy = true;
+  }
+  v.st = vcpu::state::running;
+  v.curr = next;
+  v.pending_check = never;
+  ++v.fibers_run;
+  const std::int64_t cost = cfg_.cost.switch_ns + migration_cost(next->last_cpu, cpu) + extra_ns;
+  next->last_cpu = cpu;
+  push(now_ + cost, ev::resume, cpu, ++v.gen);
+}
+
+void simulator::start_running(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  sim_fiber* f = v.curr;
+  v.seg_start = now_;
+  v.slice_start = now_;
+  if (!f->started) {
+    f->started = true;
+    ask_program(cpu);
+    return;
+  }
+  const step::kind k = f->current.what;
+  if (k == step::kind::run || (k == step::kind::spin_until && f->current.ns > now_)) {
+    schedule_check(cpu);  // a preempted step goes on
+  } else {
+    ask_program(cpu);     // its wait, sleep or join has ended
+  }
+}
+
+// ask_program(): the running fiber's step has ended; its program acts and
+// says what it does next. Steps that end at once (a wait already posted, a
+// zero run) loop here.
+void simulator::ask_program(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  for (unsigned spins = 0;; ++spins) {
+    sim_fiber* f = v.curr;
+    acting_cpu_ = cpu;
+    const step s = f->prog->next(*this, *f);
+    acting_cpu_ = -1;
+    if (spins > 1'000'000) throw std::runtime_error("a simulated fiber makes no progress");
+    f->current = s;
+    switch (s.what) {
+      case step::kind::run:
+        if (s.ns <= 0) continue;
+        f->remaining_ns = s.ns;
+        v.seg_start = now_;
+        schedule_check(cpu);
+        return;
+      case step::kind::spin_until:
+        if (s.ns <= now_) continue;
+        v.seg_start = now_;
+        schedule_check(cpu);
+        return;
+      case step::kind::sleep:
+        push(now_ + std::max<std::int64_t>(0, s.ns), ev::timer, cpu, 0, f);
+        leave(cpu, prev_action::block);
+        return;
+      case step::kind::wait:
+        if (s.event->posted) {
+          s.event->posted = false;
+          continue;
+        }
+        s.event->waiter = f;
+        leave(cpu, prev_action::block);
+        return;
+      case step::kind::join:
+        if (s.target->exited) continue;
+        s.target->joiners.push_back(f);
+        leave(cpu, prev_action::block);
+        return;
+      case step::kind::exit:
+        f->exited = true;
+        acting_cpu_ = cpu;
+        for (sim_fiber* j : f->joiners) wake(*j, placement_kind::wake, cpu);
+        acting_cpu_ = -1;
+        f->joiners.clear();
+        leave(cpu, prev_action::exit);
+        return;
+    }
+  }
+}
+
+// schedule_check(): when the running fiber next reaches a preempt point
+// that matters: its step's end, the tick, or its slice's end while others
+// wait.
+void simulator::schedule_check(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  const sim_fiber* f = v.curr;
+  std::int64_t t = f->current.what == step::kind::run ? now_ + f->remaining_ns : f->current.ns;
+  t = std::min(t, std::max(v.next_tick, now_ + 1));
+  const detail::runqueue& q = engine_->rq(cpu);
+  if (q.nr_queued.load(std::memory_order_relaxed) > 0 || q.need_resched.load(std::memory_order_relaxed)) {
+    t = std::min(t, std::max(v.slice_start + q.slice_ns, now_ + cfg_.cost.preempt_point_ns));
+    if (q.need_resched.load(std::memory_order_relaxed)) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
+  }
+  v.pending_check = t;
+  push(t, ev::check, cpu, v.gen);
+}
+
+// poke(): something arrived on `cpu`'s runqueue or asked its running fiber
+// to yield; a running fiber notices at its next preempt point.
+void simulator::poke(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  if (v.st != vcpu::state::running || v.pending_check == never) return;
+  const detail::runqueue& q = engine_->rq(cpu);
+  std::int64_t t = v.pending_check;
+  if (q.need_resched.load(std::memory_order_relaxed)) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
+  if (q.nr_queued.load(std::memory_order_relaxed) > 0) {
+    t = std::min(t, std::max(v.slice_start + q.slice_ns, now_ + cfg_.cost.preempt_point_ns));
+  }
+  if (t < v.pending_check) {
+    v.pending_check = t;
+    push(t, ev::check, cpu, v.gen);
+  }
+}
+
+// A balance pass may have asked a busiest worker to yield (active balance)
+// or preempted a running fiber by attaching: tell the ones concerned.
+void simulator::poke_requests() {
+  for (std::size_t c = 0; c < cpus_.size(); ++c) {
+    if (cpus_[c].st == vcpu::state::running) poke(static_cast<int>(c));
+  }
+}
+
+void simulator::advance(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  sim_fiber* f = v.curr;
+  if (f->current.what == step::kind::run) f->remaining_ns -= now_ - v.seg_start;
+  v.seg_start = now_;
+}
+
+// check(): the running fiber's preempt point (worker::preempt_check): the
+// tick if due, then the engine's should_preempt.
+void simulator::check(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  advance(cpu);
+  sim_fiber* f = v.curr;
+  const bool done = f->current.what == step::kind::run ? f->remaining_ns <= 0 : now_ >= f->current.ns;
+  if (done) {
+    ask_program(cpu);
+    return;
+  }
+  if (now_ >= v.next_tick) tick(cpu);
+  if (engine_->should_preempt(cpu, now_ - v.slice_start)) {
+    leave(cpu, prev_action::requeue);
+    return;
+  }
+  schedule_check(cpu);
+}
+
+void simulator::tick(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  v.next_tick = now_ + engine_->config().tick_ns;
+  const detail::tick_result r = engine_->tick(cpu, now_, splitmix(v.rng), v.scratch);
+  if (r.kick) kick_idle(cpu);
+  poke_requests();
+}
+
+// leave(): the running fiber stops running as `action` says; the engine
+// picks the next (worker::yield_current, block_current, exit_current).
+void simulator::leave(int cpu, prev_action action) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  sim_fiber* prev = v.curr;
+  const pick_result r = engine_->schedule(cpu, prev, action, now_);
+  if (r.pushed_to >= 0) notify(r.pushed_to);
+  auto* next = static_cast<sim_fiber*>(r.next);
+  if (next == prev) {
+    // Picked again (a requeue with nothing ahead of it): it goes on.
+    v.slice_start = now_;
+    v.seg_start = now_;
+    schedule_check(cpu);
+    return;
+  }
+  if (next) {
+    switch_to(cpu, next, 0);
+    return;
+  }
+  idle(cpu);
+}
+
+// ---- idle ----------------------------------------------------------------------
+
+void simulator::idle(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  v.curr = nullptr;
+  v.pending_check = never;
+  ++v.gen;
+  if (v.busy) {
+    v.busy_ns += static_cast<std::uint64_t>(now_ - v.phase_start);
+    v.phase_start = now_;
+    v.busy = false;
+  }
+  v.st = vcpu::state::waking;
+  find_work(cpu);
+}
+
+// find_work(): worker::find_work and the start of idle_wait.
+void simulator::find_work(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  if (now_ >= v.next_tick) tick(cpu);
+  auto* next = static_cast<sim_fiber*>(engine_->find_work(cpu, now_, splitmix(v.rng), v.scratch));
+  poke_requests();
+  if (next) {
+    switch_to(cpu, next, 0);
+    return;
+  }
+  const auto spin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.options.spin).count();
+  if (spin_ns <= 0) {
+    park(cpu);
+    return;
+  }
+  v.st = vcpu::state::spinning;
+  ++nr_spinning_;
+  v.spin_until = now_ + spin_ns;
+  push(std::min(now_ + cfg_.cost.spin_poll_ns, v.spin_until), ev::spin_poll, cpu, ++v.gen);
+}
+
+void simulator::spin_poll(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  if (engine_->idle_balance(cpu, now_, splitmix(v.rng), v.scratch) > 0) {
+    poke_requests();
+    --nr_spinning_;
+    v.st = vcpu::state::waking;
+    find_work(cpu);
+    return;
+  }
+  if (now_ >= v.spin_until) {
+    --nr_spinning_;
+    park(cpu);
+    return;
+  }
+  push(std::min(now_ + cfg_.cost.spin_poll_ns, v.spin_until), ev::spin_poll, cpu, v.gen);
+}
+
+// park(): worker::idle_wait's announce, last look and sleep.
+void simulator::park(int cpu) {
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  v.st = vcpu::state::parked;
+  ++nr_parked_;
+  ++v.gen;
+  if (engine_->rq(cpu).nr_queued.load(std::memory_order_relaxed) != 0 ||
+      engine_->idle_balance(cpu, now_, splitmix(v.rng), v.scratch) > 0) {
+    poke_requests();
+    --nr_parked_;
+    v.st = vcpu::state::waking;
+    find_work(cpu);
+    return;
+  }
+  ++v.parks;
+}
+
+// ---- statistics ------------------------------------------------------------------
+
+runtime_stats simulator::stats() const {
+  runtime_stats st;
+  st.policy = cfg_.policy;
+  for (std::size_t c = 0; c < cpus_.size(); ++c) {
+    const vcpu& v = cpus_[c];
+    worker_stats w;
+    w.fibers_run = v.fibers_run;
+    w.parks = v.parks;
+    const auto phase = static_cast<std::uint64_t>(now_ - v.phase_start);
+    w.idle_ns = v.idle_ns + (v.busy ? 0 : phase);
+    w.busy_ns = v.busy_ns + (v.busy ? phase : 0);
+    engine_->add_counters(static_cast<int>(c), w);
+    st.workers.push_back(std::move(w));
+  }
+  return st;
+}
+
+}  // namespace usched::sim

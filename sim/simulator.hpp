@@ -1,0 +1,208 @@
+// simulator.hpp: the simulated backend. Virtual workers, one per PU of any
+// topology, run simulated fibers through the same engine and policy objects
+// the real runtime uses, on a virtual clock, one event at a time.
+//
+// The simulator supplies only what a backend supplies (DESIGN.md, seam 2):
+// time, workers that run, spin, park and are woken, timers, and what each
+// fiber does. Every scheduling decision (placement, enqueue, pick, the
+// newly-idle pull, the tick's balance and kick, preemption) is an engine
+// call, the same calls worker.cpp makes:
+//
+//   real backend (worker.cpp)          simulator
+//   -------------------------          ---------
+//   switch_to + context switch         a cost, then the fiber's next step
+//   preempt_point() in a think loop    a check at the slice end, the tick
+//                                      and preempt_point_ns after a request
+//   idle_wait: spin, poll, park        spin for options::spin, poll every
+//                                      spin_poll_ns, then park
+//   notify() / futex wake              wake_parked_ns later the worker looks
+//   timer heap, fired by owner/idle    an event at the deadline; the wake-up
+//                                      is from the worker that armed it
+//
+// Deterministic: one event at a time in (time, sequence) order, every random
+// bit drawn from generators seeded by --seed, no host clock read anywhere.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <usched/options.hpp>
+#include <usched/runtime.hpp>
+
+#include "engine.hpp"
+
+namespace usched::sim {
+
+// The costs of the real backend that the simulator charges, in ns. Defaults
+// are this project's own measurements (docs/performance.md, 2 workers on
+// one LLC); the cross-LLC and NUMA ones are scaled from the cache line
+// figures, since no such machine was at hand (docs/simulator.md).
+struct costs {
+  std::int64_t switch_ns = 100;          // a switch from one fiber to another (cfs yield, 86-100 ns)
+  std::int64_t wake_spinning_ns = 300;   // a spinning worker sees its queue and runs (wake_cv p50 311 ns)
+  std::int64_t wake_parked_ns = 5000;    // futex wake of a parked worker until it runs (wake_cv parked p50 5170 ns)
+  std::int64_t migrate_llc_ns = 250;     // first run on another worker of the same LLC (a line across cores, 240 ns)
+  std::int64_t migrate_cross_llc_ns = 1000;  // ... of another LLC
+  std::int64_t migrate_numa_ns = 2000;   // ... of another NUMA node
+  std::int64_t preempt_point_ns = 50;    // between two preempt points of a think loop (a clock read and a pause)
+  std::int64_t spin_poll_ns = 2000;      // between two balance polls of a spinning worker (64 pauses)
+};
+
+// cost_names() lists the names --cost accepts ("switch", ...), in order;
+// set_cost() sets one, throwing std::invalid_argument with a one-line
+// message for an unknown name or a negative value.
+std::vector<std::string> cost_names();
+void set_cost(costs& c, const std::string& name, std::int64_t ns);
+std::int64_t get_cost(const costs& c, const std::string& name);
+
+class simulator;
+struct sim_fiber;
+
+// A wait object of the simulated program: schbench's fpost/fwait word, a
+// futex that is `posted` or not. post() wakes the one waiter, if any, else
+// leaves the post for the next wait.
+struct sim_event {
+  bool posted = false;
+  sim_fiber* waiter = nullptr;
+};
+
+// What a fiber does next, returned by its program when its last step ends.
+struct step {
+  enum class kind : std::uint8_t {
+    run,         // use the CPU for `ns` of CPU time, with preempt points
+    spin_until,  // use the CPU until virtual time `ns` (schbench's think:
+                 // time spent preempted counts), with preempt points
+    sleep,       // block for `ns`, on a timer of the worker it blocks on
+    wait,        // block on `event` until posted (at once if already posted)
+    join,        // block until fiber `target` has exited
+    exit,        // finished
+  };
+  kind what = kind::exit;
+  std::int64_t ns = 0;
+  sim_event* event = nullptr;
+  sim_fiber* target = nullptr;
+
+  static step run(std::int64_t ns) { return {kind::run, ns, nullptr, nullptr}; }
+  static step spin_until(std::int64_t t) { return {kind::spin_until, t, nullptr, nullptr}; }
+  static step sleep(std::int64_t ns) { return {kind::sleep, ns, nullptr, nullptr}; }
+  static step wait(sim_event& e) { return {kind::wait, 0, &e, nullptr}; }
+  static step join(sim_fiber& f) { return {kind::join, 0, nullptr, &f}; }
+  static step exit() { return {}; }
+};
+
+// A simulated fiber's behaviour: next() is called, on the worker that runs
+// it, each time its previous step has ended (and once when it first runs).
+// It may act at once through the simulator (post, spawn, read the time) and
+// returns the step that takes time.
+class program {
+ public:
+  virtual ~program() = default;
+  virtual step next(simulator& sim, sim_fiber& self) = 0;
+};
+
+struct sim_fiber : detail::sched_entity {
+  int id = 0;
+  std::unique_ptr<program> prog;
+  // The step in progress while runnable: the CPU time a run still needs,
+  // or the virtual time a spin_until ends.
+  step current;
+  std::int64_t remaining_ns = 0;
+  int last_cpu = -1;      // where it last ran (for the migration cost)
+  std::int64_t woken_at = 0;  // when it was last made runnable
+  bool started = false;
+  bool exited = false;
+  std::vector<sim_fiber*> joiners;
+};
+
+struct sim_config {
+  std::string topology;      // what USCHED_TOPOLOGY takes
+  std::string policy = "cfs";
+  std::uint64_t seed = 1;
+  usched::options options;   // the runtime's options (spin, slice, cfs_*), from USCHED_* like the runtime
+  costs cost;
+};
+
+class simulator {
+ public:
+  // Builds the topology (the runtime's parser and its errors), one worker
+  // per PU, the engine and the policy. Throws usched::config_error.
+  explicit simulator(sim_config cfg);
+  ~simulator();
+
+  // spawn() makes a fiber running `p`, placed by the engine as a spawn from
+  // the worker running now (or from outside, before the run or from an
+  // event callback). Returns it; it lives as long as the simulator.
+  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1);
+  // post() is the program's fpost: wakes the waiter (a wake-up from the
+  // worker running now) or leaves the post.
+  void post(sim_event& e);
+  // at() calls `f` at virtual time `t`, outside any worker (the reporting
+  // thread of schbench).
+  void at(std::int64_t t, std::function<void()> f);
+  // run_until() runs every event up to virtual time `t`.
+  void run_until(std::int64_t t);
+
+  std::int64_t now() const noexcept { return now_; }
+  // The worker whose fiber's program is being asked now, -1 outside.
+  int current_cpu() const noexcept { return acting_cpu_; }
+  std::uint64_t random() noexcept;
+  unsigned nr_cpus() const noexcept;
+  const detail::engine& eng() const noexcept { return *engine_; }
+  const sim_config& config() const noexcept { return cfg_; }
+  // The one-line topology summary, as the runtime describes it.
+  const std::string& topology_line() const noexcept { return topology_line_; }
+  // What runtime::stats() returns, for the simulated workers.
+  runtime_stats stats() const;
+  // Events handled so far (for the speed benchmark).
+  std::uint64_t events() const noexcept { return events_; }
+
+ private:
+  struct vcpu;
+  struct event;
+  enum class ev : std::uint8_t;
+
+  void push(std::int64_t t, ev kind, int cpu, std::uint64_t gen, sim_fiber* f = nullptr);
+  void handle(const event& e);
+  // The worker-side paths, named after worker.cpp's.
+  void find_work(int cpu);
+  void switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns);
+  void start_running(int cpu);
+  void check(int cpu);
+  void advance(int cpu);
+  void ask_program(int cpu);
+  void begin_step(int cpu, const step& s);
+  void leave(int cpu, detail::prev_action action);
+  void idle(int cpu);
+  void spin_poll(int cpu);
+  void park(int cpu);
+  void notify(int cpu);
+  void wake(sim_fiber& f, usched::placement_kind kind, int origin);
+  void kick_idle(int busy_cpu);
+  void tick(int cpu);
+  void schedule_check(int cpu);
+  void poke(int cpu);
+  void poke_requests();
+  std::int64_t migration_cost(int from, int to) const;
+
+  sim_config cfg_;
+  std::unique_ptr<detail::engine> engine_;
+  std::vector<detail::worker_place> places_;
+  std::string topology_line_;
+  std::vector<vcpu> cpus_;
+  std::vector<std::unique_ptr<sim_fiber>> fibers_;
+  std::vector<usched::cpu_snapshot> outside_scratch_;
+  std::vector<event> heap_;  // a min-heap by (time, sequence)
+  std::vector<std::function<void()>> callbacks_;
+  std::int64_t now_ = 0;
+  std::uint64_t seq_ = 0;
+  std::uint64_t events_ = 0;
+  std::uint64_t rng_;
+  int acting_cpu_ = -1;
+  int nr_spinning_ = 0;
+  int nr_parked_ = 0;
+};
+
+}  // namespace usched::sim
