@@ -39,6 +39,7 @@ std::string usage_text() {
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
+      "  --trace FILE   write one line per scheduling event to FILE\n"
       "  --cost NAME=NS a cost in ns, one of:";
   for (const auto& n : usched::sim::cost_names()) {
     s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
@@ -66,6 +67,7 @@ struct command {
   std::string kind;  // "schbench" or "file"
   std::vector<std::string> rest;
   bool help = false;
+  std::string trace_file;
 };
 
 command parse(int argc, char** argv) {
@@ -95,6 +97,9 @@ command parse(int argc, char** argv) {
       if (std::find(names.begin(), names.end(), c.cfg.policy) == names.end()) {
         throw usage("--policy '" + c.cfg.policy + "' is not a registered policy; choose one of: " + sb::policy_list());
       }
+    } else if (a == "--trace") {
+      c.trace_file = value(a);
+      sb::check_output_file("--trace", c.trace_file);
     } else if (a == "--seed") {
       c.cfg.seed = parse_seed(value(a));
     } else if (a == "--cost") {
@@ -109,7 +114,7 @@ command parse(int argc, char** argv) {
       }
       usched::sim::set_cost(c.cfg.cost, name, std::stoll(ns));
     } else {
-      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS -h, then -- schbench ... or -- file PATH");
+      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE -h, then -- schbench ... or -- file PATH");
     }
   }
   if (i >= argc) throw usage("no workload: end the flags with -- schbench [flags] or -- file PATH");
@@ -155,6 +160,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    std::ofstream trace;
+    if (!c.trace_file.empty()) {
+      trace.open(c.trace_file, std::ios::out | std::ios::trunc);
+      c.cfg.trace = &trace;
+    }
     simulator sim(c.cfg);
     // The whole report is kept until the run has finished, so that a run
     // that fails leaves no half-written output.

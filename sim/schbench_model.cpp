@@ -72,18 +72,27 @@ class message_program : public program {
         // the policy places them at spawn.
         for (auto& w : m_.workers) sim.spawn(std::make_unique<worker_program>(sh_, *w));
         [[fallthrough]];
-      case phase::slept: {
+      case phase::slept:
+        // wake_all(): take the whole list and ONE timestamp, then post the
+        // workers one at a time, each post costing the message thread its
+        // share (the simulator charges it), so the last one woken sees the
+        // time the others took.
         m_.posted.posted = false;
-        const std::int64_t now = sim.now();
-        std::vector<worker_state*> list;
-        list.swap(m_.wake_list);
-        for (auto it = list.rbegin(); it != list.rend(); ++it) {
-          (*it)->wake_time = now;
-          sim.post((*it)->wake);
+        waking_.clear();
+        waking_.swap(m_.wake_list);
+        wake_time_ = sim.now();
+        phase_ = phase::waking;
+        [[fallthrough]];
+      case phase::waking:
+        if (!waking_.empty()) {
+          worker_state* w = waking_.back();
+          waking_.pop_back();
+          w->wake_time = wake_time_;
+          sim.post(w->wake);
+          return step::run(0);
         }
         phase_ = phase::posted;
         return step::wait(m_.posted);
-      }
       case phase::posted:
         phase_ = phase::thought;
         return step::spin_until(sim.now() + static_cast<std::int64_t>(o.message_think_us) * ns_per_us);
@@ -99,10 +108,12 @@ class message_program : public program {
   }
 
  private:
-  enum class phase { start, slept, posted, thought };
+  enum class phase { start, slept, waking, posted, thought };
   shared& sh_;
   message_state& m_;
   phase phase_ = phase::start;
+  std::vector<worker_state*> waking_;
+  std::int64_t wake_time_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <ostream>
 #include <stdexcept>
 #include <utility>
 
@@ -33,6 +34,8 @@ constexpr cost_field cost_fields[] = {
     {"migrate_cross_llc", &costs::migrate_cross_llc_ns},
     {"migrate_numa", &costs::migrate_numa_ns},
     {"preempt_point", &costs::preempt_point_ns},
+    {"waker", &costs::waker_ns},
+    {"waker_futex", &costs::waker_futex_ns},
     {"spin_poll", &costs::spin_poll_ns},
 };
 
@@ -218,6 +221,20 @@ sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin) {
   return ref;
 }
 
+sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu) {
+  auto f = std::make_unique<sim_fiber>();
+  f->id = static_cast<int>(fibers_.size()) + 1;
+  f->prog = std::move(p);
+  sim_fiber& ref = *f;
+  fibers_.push_back(std::move(f));
+  engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_);
+  ref.woken_at = now_;
+  if (cfg_.trace) *cfg_.trace << now_ << " spawn fiber " << ref.id << " on " << cpu << '\n';
+  notify(cpu);
+  poke(cpu);
+  return ref;
+}
+
 void simulator::post(sim_event& e) {
   if (sim_fiber* w = e.waiter) {
     e.waiter = nullptr;
@@ -234,6 +251,20 @@ void simulator::wake(sim_fiber& f, placement_kind kind, int origin) {
       origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
   const std::uint64_t bits = origin >= 0 ? splitmix(cpus_[static_cast<std::size_t>(origin)].rng) : random();
   const wake_result r = engine_->wake_up(&f, kind, origin, bits, scratch, now_);
+  // The waker pays for the placement, and for a futex wake if it must
+  // wake a parked worker (a fiber's program acting; not a timer).
+  if (acting_cpu_ >= 0) {
+    charge_ns_ += cfg_.cost.waker_ns;
+    if (r.cpu >= 0 && r.notify && cpus_[static_cast<std::size_t>(r.cpu)].st == vcpu::state::parked) {
+      charge_ns_ += cfg_.cost.waker_futex_ns;
+    }
+  }
+  if (cfg_.trace) {
+    *cfg_.trace << now_ << " " << (kind == placement_kind::spawn ? "spawn" : "wake") << " fiber " << f.id
+                << " from " << origin << " prev " << f.last_cpu << " -> " << r.cpu
+                << (r.cpu >= 0 && !engine_->rq(r.cpu).idle.load(std::memory_order_relaxed) ? " (busy)" : "")
+                << (r.kick ? " kick" : "") << '\n';
+  }
   if (r.cpu < 0) return;
   f.woken_at = now_;
   if (r.notify) notify(r.cpu);
@@ -289,6 +320,7 @@ void simulator::switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns) {
   v.curr = next;
   v.pending_check = never;
   ++v.fibers_run;
+  if (cfg_.trace) *cfg_.trace << now_ << " cpu " << cpu << " runs fiber " << next->id << '\n';
   const std::int64_t cost = cfg_.cost.switch_ns + migration_cost(next->last_cpu, cpu) + extra_ns;
   next->last_cpu = cpu;
   push(now_ + cost, ev::resume, cpu, ++v.gen);
@@ -319,9 +351,27 @@ void simulator::ask_program(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   for (unsigned spins = 0;; ++spins) {
     sim_fiber* f = v.curr;
-    acting_cpu_ = cpu;
-    const step s = f->prog->next(*this, *f);
-    acting_cpu_ = -1;
+    step s;
+    if (f->deferred) {
+      f->deferred = false;
+      s = f->after;
+    } else {
+      acting_cpu_ = cpu;
+      charge_ns_ = 0;
+      s = f->prog->next(*this, *f);
+      acting_cpu_ = -1;
+      if (charge_ns_ > 0) {
+        // What its wake-ups cost it comes first, on its CPU.
+        if (s.what == step::kind::run) {
+          s.ns += charge_ns_;
+        } else {
+          f->deferred = true;
+          f->after = s;
+          s = step::run(charge_ns_);
+        }
+        charge_ns_ = 0;
+      }
+    }
     if (spins > 1'000'000) throw std::runtime_error("a simulated fiber makes no progress");
     f->current = s;
     switch (s.what) {
@@ -476,6 +526,7 @@ void simulator::idle(int cpu) {
     v.busy = false;
   }
   v.st = vcpu::state::waking;
+  if (cfg_.trace) *cfg_.trace << now_ << " cpu " << cpu << " idle" << '\n';
   find_work(cpu);
 }
 

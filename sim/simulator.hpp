@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ struct costs {
   std::int64_t migrate_cross_llc_ns = 1000;  // ... of another LLC
   std::int64_t migrate_numa_ns = 2000;   // ... of another NUMA node
   std::int64_t preempt_point_ns = 50;    // between two preempt points of a think loop (a clock read and a pause)
+  std::int64_t waker_ns = 300;           // the waker's own time per wake-up or spawn it makes (placement, enqueue)
+  std::int64_t waker_futex_ns = 2000;    // more for the waker when the wake-up must wake a parked worker (futex syscall)
   std::int64_t spin_poll_ns = 2000;      // between two balance polls of a spinning worker (64 pauses)
 };
 
@@ -115,6 +118,10 @@ struct sim_fiber : detail::sched_entity {
   bool started = false;
   bool exited = false;
   std::vector<sim_fiber*> joiners;
+  // The step its program returned while its wake-ups' cost to it is still
+  // being run (simulator::charge).
+  bool deferred = false;
+  step after;
 };
 
 struct sim_config {
@@ -123,6 +130,9 @@ struct sim_config {
   std::uint64_t seed = 1;
   usched::options options;   // the runtime's options (spin, slice, cfs_*), from USCHED_* like the runtime
   costs cost;
+  // When set, one line per scheduling event (wake-ups and their placement,
+  // switches, idling, parking, balance pulls), in virtual time order.
+  std::ostream* trace = nullptr;
 };
 
 class simulator {
@@ -136,6 +146,10 @@ class simulator {
   // the worker running now (or from outside, before the run or from an
   // event callback). Returns it; it lives as long as the simulator.
   sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1);
+  // spawn_on() starts a fiber queued on worker `cpu` without asking the
+  // policy (an experiment's starting state, as the engine tests set one up
+  // by hand); it is not pinned: balancing may move it from there.
+  sim_fiber& spawn_on(std::unique_ptr<program> p, int cpu);
   // post() is the program's fpost: wakes the waiter (a wake-up from the
   // worker running now) or leaves the post.
   void post(sim_event& e);
@@ -201,6 +215,9 @@ class simulator {
   std::uint64_t events_ = 0;
   std::uint64_t rng_;
   int acting_cpu_ = -1;
+  // The cost the acting fiber's wake-ups and spawns have run up in its
+  // program's next(); run on its CPU before the step it returned.
+  std::int64_t charge_ns_ = 0;
   int nr_spinning_ = 0;
   int nr_parked_ = 0;
 };

@@ -137,7 +137,7 @@ workload parse_workload(std::istream& in, const std::string& file) {
       w.runtime_ns = parse_duration(t[1], where);
       if (w.runtime_ns <= 0) throw workload_error(where + "the runtime must be longer than 0");
     } else if (op == "fiber") {
-      want(2, 4, "fiber NAME [xN] [pin=W]");
+      want(2, 5, "fiber NAME [xN] [pin=W] [on=W]");
       for (const auto& f : w.fibers) {
         if (f.name == t[1]) throw workload_error(where + "fiber '" + t[1] + "' is defined twice (line " + std::to_string(f.line) + ")");
       }
@@ -145,12 +145,14 @@ workload parse_workload(std::istream& in, const std::string& file) {
       d.name = t[1];
       d.line = no;
       for (std::size_t i = 2; i < t.size(); ++i) {
-        if (t[i].rfind("pin=", 0) == 0) {
-          const std::string v = t[i].substr(4);
+        if (t[i].rfind("pin=", 0) == 0 || t[i].rfind("on=", 0) == 0) {
+          const bool pin = t[i][0] == 'p';
+          const std::string v = t[i].substr(pin ? 4 : 3);
           if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos) {
-            throw workload_error(where + "'" + t[i] + "' is not a pin; expected pin=W with W a worker index");
+            throw workload_error(where + "'" + t[i] + "' is not a worker; expected " + (pin ? "pin" : "on") +
+                                 "=W with W a worker index");
           }
-          d.pin = std::stoi(v);
+          (pin ? d.pin : d.on) = std::stoi(v);
         } else {
           d.count = parse_count(t[i], where, 100000);
         }
@@ -212,15 +214,24 @@ schbench::run_summary run_workload(simulator& sim, const workload& w, std::ostre
   run_state st;
   st.w = &w;
   for (const auto& f : w.fibers) {
-    if (f.pin >= static_cast<int>(sim.nr_cpus())) {
-      throw workload_error("fiber '" + f.name + "' (line " + std::to_string(f.line) + "): pin=" +
-                           std::to_string(f.pin) + " but the topology has workers 0.." +
-                           std::to_string(sim.nr_cpus() - 1));
+    for (const int worker : {f.pin, f.on}) {
+      if (worker >= static_cast<int>(sim.nr_cpus())) {
+        throw workload_error("fiber '" + f.name + "' (line " + std::to_string(f.line) + "): worker " +
+                             std::to_string(worker) + " but the topology has workers 0.." +
+                             std::to_string(sim.nr_cpus() - 1));
+      }
     }
     st.defs[f.name] = &f;
   }
   for (const auto& f : w.fibers) {
-    for (unsigned i = 0; i < f.count; ++i) sim.spawn(std::make_unique<file_program>(st, f), f.pin);
+    for (unsigned i = 0; i < f.count; ++i) {
+      auto p = std::make_unique<file_program>(st, f);
+      if (f.on >= 0 && f.pin < 0) {
+        sim.spawn_on(std::move(p), f.on);
+      } else {
+        sim.spawn(std::move(p), f.pin);
+      }
+    }
   }
   sim.run_until(w.runtime_ns);
   const std::uint64_t secs = static_cast<std::uint64_t>(w.runtime_ns / 1'000'000'000);

@@ -5,10 +5,14 @@
 // ignored; durations are whole numbers with ns, us, ms or s):
 //
 //   runtime DURATION           how long to simulate (default 10s)
-//   fiber NAME [xN] [pin=W]    a fiber definition; N copies start at time 0
+//   fiber NAME [xN] [pin=W] [on=W]
+//                              a fiber definition; N copies start at time 0
 //                              (x0: only started by `spawn`), pinned to
-//                              worker W if given. The steps below it, up to
-//                              the next `fiber`, are its program:
+//                              worker W if given, or queued on worker W at
+//                              the start without asking the policy (on=W: a
+//                              starting state; balancing may move them).
+//                              The steps below it, up to the next `fiber`,
+//                              are its program:
 //     run DURATION             use the CPU (with preempt points)
 //     sleep DURATION           block on a timer
 //     wait EVENT               block until EVENT is posted (a post nobody
@@ -55,6 +59,7 @@ struct fiber_def {
   std::string name;
   unsigned count = 1;
   int pin = -1;
+  int on = -1;
   std::vector<workload_step> steps;
   std::uint64_t repeat = 1;  // 0: until the end of the run
   int line = 0;

@@ -30,7 +30,8 @@ namespace cfs = usched::cfs;
 
 // Two NUMA nodes (one per package) of four single-PU cores, no shared cache:
 // node 0 = workers 0-3, node 1 = workers 4-7. Chains: PKG, NUMA.
-const char* const numa_machine = "pack:2 [numa] core:4 pu:1";
+// Every core has a cache of its own and none is shared (an L1 each).
+const char* const numa_machine = "pack:2 [numa] core:4 l1:1 pu:1";
 // One package, two L3s of two 2-way SMT cores: LLC 0 = workers 0-3 (cores
 // {0,1} {2,3}), LLC 1 = workers 4-7 (cores {4,5} {6,7}). Chains: SMT, LLC, PKG.
 const char* const smt_machine = "pack:1 l3:2 core:2 pu:2";
@@ -39,7 +40,7 @@ const char* const two_package_smt = "pack:2 l3:1 core:2 pu:2";
 // Three packages of two single-PU cores: PKG, SYS with groups {0,1} {2,3} {4,5}.
 const char* const three_packages = "pack:3 core:2 pu:1";
 // Two packages of two single-PU cores, one NUMA node: PKG, SYS.
-const char* const two_packages = "pack:2 core:2 pu:1";
+const char* const two_packages = "pack:2 core:2 l1:1 pu:1";  // no cache shared
 
 // The load of one nice-0 fiber that is always runnable.
 constexpr unsigned long full_load = 1024;

@@ -290,8 +290,8 @@ TEST_CASE("domains: two NUMA nodes make the machine level NUMA", "[topology]") {
   CHECK(topo.nr_numa_nodes() == 2);
   CHECK(topo.nr_cores() == 8);
   CHECK(topo.nr_pus() == 8);
-  // No caches in the description: every core stands in as its own LLC.
-  CHECK(topo.nr_llcs() == 8);
+  // No caches in the description: each package stands in as one LLC.
+  CHECK(topo.nr_llcs() == 2);
 
   const auto places = topo.place_workers(0, worker_unit::pu);
   CHECK(places[3].numa_node == 0);
@@ -300,14 +300,13 @@ TEST_CASE("domains: two NUMA nodes make the machine level NUMA", "[topology]") {
   const domain_tree tree = build_domains(places);
   check_tree_invariants(tree);
   const auto& chain = tree.per_cpu[6];
-  // The LLC level (one PU per core) and the NODE level (as wide as the
-  // package) are degenerate.
+  // The NODE and PKG levels (as wide as the LLC) are degenerate.
   REQUIRE(chain.size() == 2);
-  CHECK(chain[0].level == sd_level::pkg);
+  CHECK(chain[0].level == sd_level::llc);
   CHECK(chain[0].span == range(4, 7));
   CHECK(groups_of(chain[0]) == group_list{{4}, {5}, {6}, {7}});
   CHECK(chain[0].local_group == 2);
-  CHECK(chain[0].flags == 0);
+  CHECK(chain[0].flags == llc_flags);
   CHECK(chain[0].imbalance_pct == 117);
 
   CHECK(chain[1].level == sd_level::numa);
@@ -316,6 +315,19 @@ TEST_CASE("domains: two NUMA nodes make the machine level NUMA", "[topology]") {
   CHECK(chain[1].local_group == 1);
   CHECK(chain[1].flags == usched::SD_NUMA);
   CHECK(chain[1].imbalance_pct == 117);
+}
+
+TEST_CASE("domains: a description with private caches only has no LLC level", "[topology]") {
+  // An L1 per core and nothing shared: every core is its own LLC, so the
+  // package level is the first that spans two, and it shares no cache.
+  const topology topo = topology::load("pack:1 core:4 l1:1 pu:1");
+  CHECK(topo.nr_llcs() == 4);
+  const domain_tree tree = domains_for(topo, 4, worker_unit::pu);
+  const auto& chain = tree.per_cpu[1];
+  REQUIRE(chain.size() == 1);
+  CHECK(chain[0].level == sd_level::pkg);
+  CHECK(chain[0].flags == 0);
+  CHECK_FALSE(tree.share_llc(0, 1));
 }
 
 TEST_CASE("domains: a NUMA node inside a package gets a NODE level", "[topology]") {
@@ -343,14 +355,14 @@ TEST_CASE("domains: a NUMA node inside a package gets a NODE level", "[topology]
 }
 
 TEST_CASE("domains: fewer workers than PUs drop the degenerate levels", "[topology]") {
-  SECTION("no caches: only the package remains") {
+  SECTION("no caches: only the package's LLC remains") {
     const topology topo = topology::load("pack:1 core:4 pu:1");
     const domain_tree tree = domains_for(topo, 3, worker_unit::pu);
     REQUIRE(tree.nr_cpus() == 3);
     for (std::size_t w = 0; w < 3; ++w) {
       const auto& chain = tree.per_cpu[w];
       REQUIRE(chain.size() == 1);
-      CHECK(chain[0].level == sd_level::pkg);
+      CHECK(chain[0].level == sd_level::llc);
       CHECK(chain[0].span == range(0, 2));
       CHECK(groups_of(chain[0]) == group_list{{0}, {1}, {2}});
       CHECK(chain[0].local_group == w);
@@ -372,13 +384,13 @@ TEST_CASE("domains: fewer workers than PUs drop the degenerate levels", "[topolo
     REQUIRE(first.size() == 2);
     CHECK(first[0].level == sd_level::smt);
     CHECK(first[0].span == cpu_list{0, 1});
-    CHECK(first[1].level == sd_level::pkg);
+    CHECK(first[1].level == sd_level::llc);
     CHECK(groups_of(first[1]) == group_list{{0, 1}, {2}});
     CHECK(first[1].local_group == 0);
 
     const auto& lone = tree.per_cpu[2];
     REQUIRE(lone.size() == 1);
-    CHECK(lone[0].level == sd_level::pkg);
+    CHECK(lone[0].level == sd_level::llc);
     CHECK(groups_of(lone[0]) == group_list{{0, 1}, {2}});
     CHECK(lone[0].local_group == 1);
   }

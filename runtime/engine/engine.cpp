@@ -168,10 +168,39 @@ void engine::publish_load(runqueue& q) noexcept {
   q.load_avg_pub.store(q.pelt.all.load_avg, std::memory_order_relaxed);
   q.runnable_load_pub.store(q.pelt.runnable_load_avg, std::memory_order_relaxed);
   q.util_avg_pub.store(q.pelt.all.util_avg, std::memory_order_relaxed);
+  q.util_est_pub.store(q.util_est, std::memory_order_relaxed);
   q.runnable_avg_pub.store(q.pelt.all.runnable_avg, std::memory_order_relaxed);
   q.pelt_update_pub.store(q.pelt.all.last_update, std::memory_order_relaxed);
   q.curr_preferred_node.store(q.curr ? q.curr->preferred_node : -1, std::memory_order_relaxed);
   q.curr_load.store(q.curr ? q.curr->avg.load_avg : 0, std::memory_order_relaxed);
+}
+
+// util_est_dequeue(): the kernel's util_est_dequeue() and util_est_update()
+// (v5.9/v5.10 fair.c). On a sleep the estimate is refreshed from util_avg:
+// a rise is taken at once (UTIL_EST_FASTUP); a fall moves the average a
+// quarter of the way, unless it is within 1% of capacity already, or the
+// fiber's util exceeds the worker's capacity (no idle time to trust).
+// usched does not keep the kernel's UTIL_AVG_UNCHANGED flag, which skips
+// the update when PELT did not accrue since the enqueue: a fiber that
+// slept after under a millisecond of running refreshes its estimate from
+// an unchanged util_avg, which moves it only by the same rules.
+void engine::util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcept {
+  const unsigned long est = util_est_of(se);
+  q.util_est -= std::min(q.util_est, est);
+  if (!sleep) return;
+  constexpr unsigned weight_shift = 2;            // UTIL_EST_WEIGHT_SHIFT
+  constexpr long margin = capacity_scale / 100;   // within_margin(): 1%
+  const unsigned long util = se.avg.util_avg;
+  se.util_est_enqueued = util;
+  if (se.util_est_ewma < util) {
+    se.util_est_ewma = util;
+    return;
+  }
+  const long diff = static_cast<long>(util) - static_cast<long>(se.util_est_ewma);
+  if (diff > -margin && diff < margin) return;
+  if (util > capacity_scale) return;
+  se.util_est_ewma = static_cast<unsigned long>(
+      ((static_cast<long>(se.util_est_ewma) << weight_shift) + diff) >> weight_shift);
 }
 
 // check_preempt(): a fiber just arrived on `q`; if its vruntime is smaller
@@ -213,8 +242,11 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) con
     }
     s.load_avg = static_cast<unsigned long>(pelt_decay(q.load_avg_pub.load(std::memory_order_relaxed), periods));
     s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
+    // cpu_util(): the larger of util_avg and the queued fibers' estimates
+    // (an idle worker's estimate is 0: nothing is queued there).
     s.util_avg = std::min(
-        static_cast<unsigned long>(pelt_decay(q.util_avg_pub.load(std::memory_order_relaxed), periods)),
+        std::max(static_cast<unsigned long>(pelt_decay(q.util_avg_pub.load(std::memory_order_relaxed), periods)),
+                 q.util_est_pub.load(std::memory_order_relaxed)),
         s.capacity);
     s.runnable_avg =
         static_cast<unsigned long>(pelt_decay(q.runnable_avg_pub.load(std::memory_order_relaxed), periods));
@@ -226,7 +258,7 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) con
 fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept {
   fiber_view v;
   v.load_avg = se.avg.load_avg;
-  v.util_avg = se.avg.util_avg;
+  v.util_avg = tracks_load_ ? task_util_est(se) : se.avg.util_avg;
   v.weight = se.weight;
   v.preferred_node = se.preferred_node;
   v.cache_hot = hot_check && now() - se.exec_start < cfg_.migration_cost_ns;
@@ -297,6 +329,8 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
         // half the worker's spare utilization (init_entity_runnable_average,
         // post_init_entity_util_avg).
         se->avg = pelt_avg{};
+        se->util_est_enqueued = 0;
+        se->util_est_ewma = 0;
         se->avg.load_avg = se->weight;
         const unsigned long util = q.pelt.all.util_avg;
         const unsigned long cap = capacity_scale > util ? (capacity_scale - util) / 2 : 0;
@@ -313,6 +347,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
         pelt_update(se->avg, now(), se->weight, false, false);
       }
       q.pelt.enqueue_runnable(se->avg);
+      util_est_enqueue(q, *se);
     }
   }
   if (fair_) {
@@ -407,6 +442,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
       q.load_weight -= prev->weight;
       if (tracks_load()) {
         q.pelt.dequeue_runnable(prev->avg);
+        util_est_dequeue(q, *prev, action == prev_action::block);
         // A finished or pushed fiber's load leaves with it; a blocked one's
         // stays and decays.
         if (action == prev_action::exit || push) q.pelt.detach(prev->avg);
@@ -547,6 +583,7 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
     if (tracks_load()) {
       src.pelt.dequeue_runnable(se->avg);
       src.pelt.detach(se->avg);
+      util_est_dequeue(src, *se, false);
     }
     se->on_rq.store(false, std::memory_order_relaxed);
     if (fair_) se->vruntime -= src.min_vruntime;  // relative while in flight
@@ -572,6 +609,7 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const
     if (tracks_load()) {
       q.pelt.attach(se->avg, se->weight);
       q.pelt.enqueue_runnable(se->avg);
+      util_est_enqueue(q, *se);
     }
     // A migrated fiber is cold on its new worker. Only the fair discipline
     // keeps time (and reads it, for cache-hotness): under FIFO and LIFO the

@@ -71,7 +71,24 @@ struct sched_entity {
   std::int64_t sum_exec = 0;      // total time run, ns
   std::int64_t prev_sum_exec = 0; // sum_exec when it was last picked
   pelt_avg avg;
+  // util_est (v4.17+, UTIL_EST and UTIL_EST_FASTUP): the util it had when
+  // it last went to sleep, and a moving average of those that follows
+  // rises at once and falls with weight 1/4. A fiber that sleeps loses its
+  // util_avg at PELT's pace; its estimate keeps what it will need when it
+  // wakes, and that is what balancing and placement read (task_util_est).
+  unsigned long util_est_enqueued = 0;
+  unsigned long util_est_ewma = 0;
 };
+
+// The estimate a fiber brings to a runqueue (_task_util_est), and its
+// util as balancing reads it (task_util_est: the larger of that and util_avg).
+inline unsigned long util_est_of(const sched_entity& se) noexcept {
+  return se.util_est_ewma > se.util_est_enqueued ? se.util_est_ewma : se.util_est_enqueued;
+}
+inline unsigned long task_util_est(const sched_entity& se) noexcept {
+  const unsigned long est = util_est_of(se);
+  return se.avg.util_avg > est ? se.avg.util_avg : est;
+}
 
 // Balancing state of one level of one worker's chain.
 struct sd_balance_state {
@@ -170,12 +187,17 @@ struct alignas(64) runqueue {
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
   rq_pelt pelt;
+  // The summed estimates of the fibers queued or running here
+  // (cfs_rq->avg.util_est.enqueued); a worker's util is the larger of this
+  // and its util_avg (cpu_util()).
+  unsigned long util_est = 0;
 
   // Published for snapshots (relaxed; see above).
   alignas(64) std::atomic<std::uint64_t> min_vruntime_pub{0};
   std::atomic<unsigned long> load_avg_pub{0};
   std::atomic<unsigned long> runnable_load_pub{0};
   std::atomic<unsigned long> util_avg_pub{0};
+  std::atomic<unsigned long> util_est_pub{0};
   std::atomic<unsigned long> runnable_avg_pub{0};
   std::atomic<std::int64_t> pelt_update_pub{0};
   std::atomic<int> curr_preferred_node{-1};
@@ -610,6 +632,11 @@ class engine {
   void update_min_vruntime(runqueue& q) noexcept;
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
   void publish(runqueue& q) noexcept;
+  // util_est_enqueue() / util_est_dequeue(): se joins or leaves q's sum;
+  // a dequeue because it goes to sleep also updates its estimate from
+  // its util now (util_est_update()).
+  static void util_est_enqueue(runqueue& q, const sched_entity& se) noexcept { q.util_est += util_est_of(se); }
+  static void util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcept;
   void publish_load(runqueue& q) noexcept;
   void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;

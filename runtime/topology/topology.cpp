@@ -157,8 +157,15 @@ struct topology::impl {
           hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu));
       info.numa_node = local_numa_node(topo, pu);
 
-      // Without a cache the core is the widest thing known to share anything.
+      // A description without caches (most synthetic strings: "pack:1
+      // core:20 pu:2") gets one last-level cache per package, as every
+      // multi-core x86 and Arm package has, and as the kernel builds its MC
+      // domain from the cache the cores of a package share. Without a
+      // package either, the core is the widest thing known to share one.
       hwloc_obj_t llc = outermost_cache(pu);
+      if (llc == nullptr) {
+        llc = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu);
+      }
       if (llc == nullptr) {
         llc = core;
       }

@@ -1,0 +1,180 @@
+// The simulator: the engine and the policies on virtual workers. Runs are
+// deterministic (same inputs, same bytes), the decisions are the engine's
+// (the seed-000 stacking of test_engine.cpp, set up as a workload, ends the
+// same way), and bad workloads and costs are one-line errors.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "schbench_model.hpp"
+#include "simulator.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using usched::sim::simulator;
+
+usched::sim::sim_config config(const std::string& topology, const std::string& policy, std::uint64_t seed = 1) {
+  usched::sim::sim_config c;
+  c.topology = topology;
+  c.policy = policy;
+  c.seed = seed;
+  return c;
+}
+
+usched::schbench::cli_options schbench_args(std::initializer_list<std::string> args) {
+  return usched::schbench::parse_cli(std::vector<std::string>(args));
+}
+
+struct run_result {
+  std::string out;
+  std::string stats;
+  usched::schbench::run_summary summary;
+};
+
+run_result run_schbench(const std::string& topology, const std::string& policy, std::uint64_t seed,
+                        std::initializer_list<std::string> args) {
+  simulator sim(config(topology, policy, seed));
+  std::ostringstream out;
+  run_result r;
+  r.summary = usched::sim::run_schbench_model(sim, schbench_args(args), out);
+  r.out = out.str();
+  r.stats = sim.stats().to_json();
+  return r;
+}
+
+usched::sim::workload parse(const std::string& text) {
+  std::istringstream in(text);
+  return usched::sim::parse_workload(in, "w.txt");
+}
+
+std::uint64_t p99(const usched::schbench::run_summary& s) {
+  for (const auto& row : s.percentiles) {
+    if (row.percentile == 99.0) return row.value;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("sim: the same seed and inputs give the same bytes, another seed other ones", "[sim]") {
+  const auto a = run_schbench("pack:1 l3:1 core:4 pu:2", "cfs", 7, {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
+  const auto b = run_schbench("pack:1 l3:1 core:4 pu:2", "cfs", 7, {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
+  CHECK(a.out == b.out);
+  CHECK(a.stats == b.stats);
+  CHECK(a.summary.samples > 300);
+  CHECK_THAT(a.out, Catch::Contains("warmup done, zeroing stats") && Catch::Contains("Latency percentiles (usec) runtime 3 (s)"));
+  const auto c = run_schbench("pack:1 l3:1 core:4 pu:2", "cfs", 8, {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
+  CHECK(a.stats != c.stats);  // the jitter of the sleeps moved
+  CHECK(a.summary.mode == "sim");
+  CHECK(a.summary.workers == 8);
+}
+
+TEST_CASE("sim: seed 000's stacking ends as the engine test says, through the simulator", "[sim][cfs]") {
+  // tests/test_engine.cpp "cfs spreads fibers stacked in an LLC, cfs-v5.9
+  // leaves them stacked", as a workload: three warm workers, a fiber
+  // woken onto worker 0 while every worker is busy, then worker 1 goes
+  // idle with its fiber's util still on it (it blocks, it does not exit).
+  const auto w = parse(
+      "runtime 1s\n"
+      "fiber a on=0\n  run 2s\n"
+      "fiber b on=0\n  sleep 499ms\n  run 2s\n"
+      "fiber c on=2\n  run 2s\n"
+      "fiber d on=1\n  run 500ms\n  sleep 10s\n");
+  const auto task = static_cast<std::size_t>(usched::migration_type::migrate_task);
+  const auto util = static_cast<std::size_t>(usched::migration_type::migrate_util);
+  {
+    simulator sim(config("pack:1 l3:1 core:3 pu:1", "cfs"));
+    std::ostringstream out;
+    usched::sim::run_workload(sim, w, out);
+    // The newly-idle pass itself moves the waiting fiber (migrate_task).
+    const auto& llc = sim.eng().counters(1, 0);
+    CHECK(llc.moved[task] == 1);
+    CHECK(llc.moved[util] == 0);
+    CHECK(llc.failures == 0);
+    CHECK(sim.eng().counters(1).newidle_pulls == 1);
+  }
+  {
+    simulator sim(config("pack:1 l3:1 core:3 pu:1", "cfs-v5.9"));
+    std::ostringstream out;
+    usched::sim::run_workload(sim, w, out);
+    // migrate_util: worker 1's spare capacity stays below a hog's util
+    // until its own util has decayed; every pass fails meanwhile.
+    const auto& llc = sim.eng().counters(1, 0);
+    CHECK(llc.moved[task] == 0);
+    CHECK(llc.moved[util] == 1);
+    CHECK(llc.failures >= 3);
+  }
+}
+
+TEST_CASE("sim: a workload file runs its fibers' steps, spawns and joins", "[sim]") {
+  const auto w = parse(
+      "# a parent forks four children and joins them, ten times\n"
+      "runtime 2s\n"
+      "fiber parent\n  spawn child x4\n  join\n  repeat 10\n"
+      "fiber child x0\n  run 1ms\n  sleep 2ms\n  run 1ms\n");
+  simulator sim(config("pack:1 core:2 pu:1", "steal"));
+  std::ostringstream out;
+  const auto s = usched::sim::run_workload(sim, w, out);
+  // 40 children: each wakes once from its sleep. The parent joins its
+  // children newest first right after spawning them, so it blocks at least
+  // once a round and at most once per child.
+  CHECK(s.samples >= 40 + 10);
+  CHECK(s.samples <= 40 + 40);
+  const auto st = sim.stats();
+  std::uint64_t runs = 0;
+  for (const auto& wk : st.workers) runs += wk.fibers_run;
+  CHECK(runs >= 41 + 40);  // every child started and resumed after its sleep
+  CHECK_THAT(out.str(), Catch::StartsWith("Latency percentiles (usec) runtime 2 (s)"));
+}
+
+TEST_CASE("sim: workload files with mistakes are one-line errors naming the line", "[sim]") {
+  const auto error_of = [](const std::string& text) {
+    try {
+      parse(text);
+    } catch (const usched::sim::workload_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("fiber a\n  run 5 ms\n") == "w.txt:2: expected 'run DURATION'");
+  CHECK(error_of("fiber a\n  run 5min\n") ==
+        "w.txt:2: '5min' is not a duration; expected a whole number with ns, us, ms or s");
+  CHECK(error_of("run 1ms\n") == "w.txt:1: 'run' outside a fiber; a step follows a 'fiber NAME' line");
+  CHECK(error_of("fiber a\n  hop\n") ==
+        "w.txt:2: unknown statement 'hop'; expected runtime, fiber, run, sleep, wait, post, spawn, join or repeat");
+  CHECK(error_of("fiber a\n  repeat\n  run 1ms\n") ==
+        "w.txt:3: 'run' after 'repeat': repeat must be the fiber's last step");
+  CHECK(error_of("fiber a\n  spawn b\n") == "w.txt:2: spawn of 'b', which no 'fiber' line defines");
+  CHECK(error_of("fiber a x\n") == "w.txt:1: 'x' is not a count; expected x0..x100000");
+  CHECK(error_of("fiber a\nfiber a\n") == "w.txt:2: fiber 'a' is defined twice (line 1)");
+  CHECK(error_of("# nothing\n") == "w.txt: no 'fiber' line: nothing to run");
+}
+
+TEST_CASE("sim: costs are named, and a wrong name or a negative value is refused", "[sim]") {
+  usched::sim::costs c;
+  usched::sim::set_cost(c, "wake_parked", 7000);
+  CHECK(c.wake_parked_ns == 7000);
+  CHECK(usched::sim::get_cost(c, "wake_parked") == 7000);
+  CHECK_THROWS_WITH(usched::sim::set_cost(c, "wake", 1),
+                    "--cost wake: unknown cost; accepted: switch, wake_spinning, wake_parked, migrate_llc, "
+                    "migrate_cross_llc, migrate_numa, preempt_point, waker, waker_futex, spin_poll");
+  CHECK_THROWS_WITH(usched::sim::set_cost(c, "switch", -1),
+                    "--cost switch=-1: a cost is a whole number of ns, 0 or more");
+}
+
+TEST_CASE("sim: a bad topology is the runtime's one-line error", "[sim]") {
+  CHECK_THROWS_WITH(simulator(config("pack:x", "cfs")), Catch::StartsWith("--topology 'pack:x'"));
+}
+
+TEST_CASE("sim: seed 000 on its 40-CPU box: cfs-v5.9's p99 is at least 10x cfs's", "[sim][cfs][seed000]") {
+  // The thread's command line (20 workers per message thread, one-second
+  // thinks, 1 ms sleeps) on the thread's VM, 20 cores of 2 threads.
+  const std::initializer_list<std::string> args = {"-m", "2", "-t", "20", "-r", "30", "-c", "1000000", "-s", "1000"};
+  const auto good = run_schbench("pack:1 core:20 pu:2", "cfs", 1, args);
+  const auto bad = run_schbench("pack:1 core:20 pu:2", "cfs-v5.9", 1, args);
+  INFO("cfs p99 " << p99(good.summary) << " us, cfs-v5.9 p99 " << p99(bad.summary) << " us");
+  CHECK(good.summary.samples > 500);
+  CHECK(p99(bad.summary) >= 10 * p99(good.summary));
+}
