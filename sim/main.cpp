@@ -6,7 +6,10 @@
 // Output is the schbench clone's (the 2020 block, --json, USCHED_STATS), so
 // a simulated run reads like a measured one. Same inputs and seed, same
 // bytes.
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <memory>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -159,35 +162,58 @@ int main(int argc, char** argv) {
     std::cerr << program << ": " << e.what() << '\n';
     return 2;
   }
+  // Everything the run needs is checked before anything is written: the
+  // topology (building the simulator), the schbench flags only a run
+  // checks, the output files.
+  std::unique_ptr<simulator> sim;
   try {
-    std::ofstream trace;
+    if (c.kind == "schbench") {
+      if (so.threads) throw usage("--threads: the simulator runs usched's scheduler only");
+      if (so.runtime_s == 0) {
+        throw usage("-r 0 runs until a signal; a simulated run needs a length: -r 1.." +
+                    std::to_string(sb::max_sec_value));
+      }
+    }
+    sim = std::make_unique<simulator>(c.cfg);
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  }
+  std::ofstream trace;
+  const auto remove_outputs = [&] {
+    if (trace.is_open()) {
+      trace.close();
+      std::remove(c.trace_file.c_str());
+    }
+  };
+  try {
     if (!c.trace_file.empty()) {
       trace.open(c.trace_file, std::ios::out | std::ios::trunc);
-      c.cfg.trace = &trace;
+      if (!trace) throw std::runtime_error("--trace: cannot write '" + c.trace_file + "'");
+      sim->set_trace(&trace);
     }
-    simulator sim(c.cfg);
     // The whole report is kept until the run has finished, so that a run
     // that fails leaves no half-written output.
     std::ostringstream out;
     sb::run_summary s =
-        c.kind == "schbench" ? usched::sim::run_schbench_model(sim, so, out) : usched::sim::run_workload(sim, wl, out);
-    std::cout << out.str() << std::flush;
+        c.kind == "schbench" ? usched::sim::run_schbench_model(*sim, so, out) : usched::sim::run_workload(*sim, wl, out);
+    if (trace.is_open() && !trace.flush()) throw std::runtime_error("--trace: writing '" + c.trace_file + "' failed");
     if (c.kind == "schbench" && !so.json_file.empty()) {
       std::ofstream json(so.json_file, std::ios::out | std::ios::trunc);
       json << sb::to_json(s);
-      if (!json.flush()) {
-        std::cerr << program << ": --json: writing '" << so.json_file << "' failed\n";
-        return 1;
-      }
+      if (!json.flush()) throw std::runtime_error("--json: writing '" + so.json_file + "' failed");
     }
+    std::cout << out.str() << std::flush;
     if (c.cfg.options.stats != usched::options::stats_output::none) {
-      const usched::runtime_stats st = sim.stats();
+      const usched::runtime_stats st = sim->stats();
       std::cerr << (c.cfg.options.stats == usched::options::stats_output::json ? st.to_json() : st.to_table());
     }
   } catch (const std::invalid_argument& e) {
+    remove_outputs();
     std::cerr << program << ": " << e.what() << '\n';
     return 2;
   } catch (const std::exception& e) {
+    remove_outputs();
     std::cerr << program << ": " << e.what() << '\n';
     return 1;
   }

@@ -449,11 +449,17 @@ void simulator::poke(int cpu) {
   }
 }
 
-// A balance pass may have asked a busiest worker to yield (active balance)
-// or preempted a running fiber by attaching: tell the ones concerned.
+// A balance pass may have asked a busiest worker to yield (active balance):
+// find it. (A pass's other effects land on the balancing worker itself,
+// which looks at its queue right after.)
 void simulator::poke_requests() {
+  const std::uint64_t n = engine_->active_balance_requests();
+  if (n == seen_requests_) return;
+  seen_requests_ = n;
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
-    if (cpus_[c].st == vcpu::state::running) poke(static_cast<int>(c));
+    if (cpus_[c].st == vcpu::state::running && engine_->rq(static_cast<int>(c)).need_resched.load(std::memory_order_relaxed)) {
+      poke(static_cast<int>(c));
+    }
   }
 }
 

@@ -166,6 +166,8 @@ class simulator {
   unsigned nr_cpus() const noexcept;
   const detail::engine& eng() const noexcept { return *engine_; }
   const sim_config& config() const noexcept { return cfg_; }
+  // set_trace() starts (or, with null, stops) the event trace.
+  void set_trace(std::ostream* trace) noexcept { cfg_.trace = trace; }
   // The one-line topology summary, as the runtime describes it.
   const std::string& topology_line() const noexcept { return topology_line_; }
   // What runtime::stats() returns, for the simulated workers.
@@ -218,6 +220,7 @@ class simulator {
   // The cost the acting fiber's wake-ups and spawns have run up in its
   // program's next(); run on its CPU before the step it returned.
   std::int64_t charge_ns_ = 0;
+  std::uint64_t seen_requests_ = 0;  // engine::active_balance_requests() at the last look
   int nr_spinning_ = 0;
   int nr_parked_ = 0;
 };

@@ -679,6 +679,7 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
     runqueue& busiest = rq(d.busiest);
     busiest.active_balance_dst.store(cpu, std::memory_order_relaxed);
     busiest.need_resched.store(true, std::memory_order_relaxed);
+    active_requests_.n.fetch_add(1, std::memory_order_relaxed);
     st.nr_balance_failed = tries + 1;
     if (st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
   } else {

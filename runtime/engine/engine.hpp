@@ -544,6 +544,13 @@ class engine {
   const level_counters& counters(int cpu, std::size_t level) const noexcept {
     return level_counters_[static_cast<std::size_t>(cpu)][level];
   }
+  // How many active balances have been asked for so far (each sets the
+  // busiest worker's need_resched): a backend that does not poll
+  // need_resched (the simulator) looks for the asked worker when this
+  // changes.
+  std::uint64_t active_balance_requests() const noexcept {
+    return active_requests_.n.load(std::memory_order_relaxed);
+  }
   // add_counters() copies worker `cpu`'s engine counters (placement,
   // balancing, every domain level's) into what runtime::stats() reports;
   // the backend adds its own (switches, parks, idle and busy time).
@@ -676,6 +683,11 @@ class engine {
   std::vector<std::unique_ptr<level_counters[]>> level_counters_;
   // When each worker last kicked an idle one from its tick.
   std::vector<std::int64_t> last_idle_kick_;
+  struct alignas(64) request_count {
+    request_count() = default;
+    request_count(request_count&& o) noexcept : n(o.n.load(std::memory_order_relaxed)) {}
+    std::atomic<std::uint64_t> n{0};
+  } active_requests_;
   // On a line of its own: every worker reads it while idle.
   struct alignas(64) overload_flag {
     overload_flag() = default;
