@@ -22,6 +22,7 @@
 #include "histogram.hpp"
 #include "schbench_model.hpp"
 #include "simulator.hpp"
+#include "validate.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -37,12 +38,14 @@ struct usage : std::invalid_argument {
 
 std::string usage_text() {
   std::string s =
-      "usage: usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]...\n"
+      "usage: usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]... [--trace FILE]\n"
       "                  -- schbench [schbench flags] | -- file PATH\n"
+      "       usched_sim --validate [--quick] [--cost NAME=NS]...\n"
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
       "  --trace FILE   write one line per scheduling event to FILE\n"
+      "  --validate     run schbench shapes on the real runtime and in the simulator, one table (--quick: fewer)\n"
       "  --cost NAME=NS a cost in ns, one of:";
   for (const auto& n : usched::sim::cost_names()) {
     s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
@@ -71,6 +74,8 @@ struct command {
   std::vector<std::string> rest;
   bool help = false;
   std::string trace_file;
+  bool validate = false;
+  bool quick = false;
 };
 
 command parse(int argc, char** argv) {
@@ -100,6 +105,10 @@ command parse(int argc, char** argv) {
       if (std::find(names.begin(), names.end(), c.cfg.policy) == names.end()) {
         throw usage("--policy '" + c.cfg.policy + "' is not a registered policy; choose one of: " + sb::policy_list());
       }
+    } else if (a == "--validate") {
+      c.validate = true;
+    } else if (a == "--quick") {
+      c.quick = true;
     } else if (a == "--trace") {
       c.trace_file = value(a);
       sb::check_output_file("--trace", c.trace_file);
@@ -117,10 +126,15 @@ command parse(int argc, char** argv) {
       }
       usched::sim::set_cost(c.cfg.cost, name, std::stoll(ns));
     } else {
-      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE -h, then -- schbench ... or -- file PATH");
+      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE --validate --quick -h, then -- schbench ... or -- file PATH");
     }
   }
-  if (i >= argc) throw usage("no workload: end the flags with -- schbench [flags] or -- file PATH");
+  if (c.quick && !c.validate) throw usage("--quick: only with --validate");
+  if (c.validate) {
+    if (i < argc) throw usage("--validate runs its own workloads; leave out the -- " + std::string(argv[i]) + " part");
+    return c;
+  }
+  if (i >= argc) throw usage("no workload: end the flags with -- schbench [flags] or -- file PATH, or use --validate");
   c.kind = argv[i++];
   if (c.kind != "schbench" && c.kind != "file") {
     throw usage("unknown workload '" + c.kind + "'; accepted: schbench, file");
@@ -140,6 +154,13 @@ int main(int argc, char** argv) {
     if (c.help) {
       std::cout << usage_text();
       return 0;
+    }
+    if (c.validate) {
+      usched::sim::validate_options v;
+      v.quick = c.quick;
+      v.cost = c.cfg.cost;
+      v.seed = c.cfg.seed;
+      return usched::sim::run_validation(v, std::cout, std::cerr);
     }
     if (c.kind == "schbench") {
       so = sb::parse_cli(c.rest, "usched_sim -- schbench");

@@ -16,6 +16,10 @@
 #include <string_view>
 #include <vector>
 
+namespace usched {
+struct runtime_stats;  // usched/runtime.hpp
+}
+
 namespace usched::schbench {
 
 struct run_summary;  // histogram.hpp
@@ -109,7 +113,10 @@ unsigned resolve_worker_threads(const cli_options& o, unsigned cpus) noexcept;
 // usched::config_error for a runtime it cannot build (a policy parse_cli did
 // not check, a bad USCHED_* value); std::runtime_error if writing the JSON
 // fails after the run.
-run_summary run_schbench(const cli_options& o, std::ostream& out);
+// With `stats`, a fiber run also leaves there what runtime::stats() said at
+// its end (the counters USCHED_STATS prints; usched_sim --validate sets
+// them beside the simulator's).
+run_summary run_schbench(const cli_options& o, std::ostream& out, usched::runtime_stats* stats = nullptr);
 
 // shell_join() joins arguments into one line a shell would split back the
 // same way (single-quoting where needed).

@@ -432,7 +432,8 @@ run_summary measure(const cli_options& o, const stop_signals& sig, control& ctl,
   return summarize(total, runtime_s);
 }
 
-run_summary run_fibers(const cli_options& o, const stop_signals& sig, std::ostream& out) {
+run_summary run_fibers(const cli_options& o, const stop_signals& sig, std::ostream& out,
+                       usched::runtime_stats* stats) {
   usched::options ro = usched::options::from_env();
   if (!o.policy.empty()) ro.policy = o.policy;
   usched::runtime rt{ro};
@@ -483,6 +484,7 @@ run_summary run_fibers(const cli_options& o, const stop_signals& sig, std::ostre
   }
 
   run_summary s = measure(o, sig, ctl, msgs, join_all, out);
+  if (stats) *stats = rt.stats();
   s.policy = rt.config().policy;
   s.mode = "usched";
   s.workers = rt.workers();
@@ -548,7 +550,7 @@ run_summary run_threads(const cli_options& o, const stop_signals& sig, std::ostr
 
 }  // namespace
 
-run_summary run_schbench(const cli_options& o, std::ostream& out) {
+run_summary run_schbench(const cli_options& o, std::ostream& out, usched::runtime_stats* stats) {
   // Open the JSON file first: a bad path should fail before a long run.
   std::ofstream json;
   if (!o.json_file.empty()) {
@@ -561,7 +563,7 @@ run_summary run_schbench(const cli_options& o, std::ostream& out) {
   run_summary s;
   {
     const stop_signals sig;
-    s = o.threads ? run_threads(o, sig, out) : run_fibers(o, sig, out);
+    s = o.threads ? run_threads(o, sig, out) : run_fibers(o, sig, out, stats);
   }
   s.message_threads = o.message_threads;
   s.command_line = o.command_line;
