@@ -726,10 +726,10 @@ TEST_CASE("compare: flags, the workload passed through, defaults", "[schbench]")
   const sb::cli_options def = sb::compare_defaults();
   CHECK(def.message_threads == 2);
   CHECK(def.worker_threads == 0);
-  CHECK(def.worker_think_us == 1'000'000);
+  CHECK(def.worker_think_us == 10'000);
   CHECK(def.sleep_us == 1000);
   CHECK(def.warmup_s == 2);
-  CHECK(def.runtime_s == 20);
+  CHECK(def.runtime_s == 16);
 }
 
 TEST_CASE("compare: every bad input is one line naming the flag", "[schbench]") {
@@ -804,9 +804,9 @@ TEST_CASE("compare: --help names exactly the flags compare accepts", "[schbench]
   };
   CHECK_THAT(line_of("  -m N "), Catch::EndsWith("(default: 2)"));
   CHECK_THAT(line_of("  -t N "), Catch::EndsWith("(default: usched workers / 2, at least 1)"));
-  CHECK_THAT(line_of("  -r S "), Catch::EndsWith("(default: 20)"));
+  CHECK_THAT(line_of("  -r S "), Catch::EndsWith("(default: 16)"));
   CHECK_THAT(line_of("  -s US "), Catch::EndsWith("(default: 1000)"));
-  CHECK_THAT(line_of("  -c US "), Catch::EndsWith("(default: 1000000)"));
+  CHECK_THAT(line_of("  -c US "), Catch::EndsWith("(default: 10000)"));
   CHECK_THAT(line_of("  -C US "), Catch::EndsWith("(default: 30000)"));
   CHECK_THAT(line_of("  -w S "), Catch::EndsWith("(default: 2)"));
 }

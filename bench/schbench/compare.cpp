@@ -33,6 +33,8 @@
 #include <usched/usched.hpp>
 
 #include "cli.hpp"
+#include "schbench_model.hpp"
+#include "simulator.hpp"
 #include "compare_cli.hpp"
 #include "histogram.hpp"
 #include "stop_signals.hpp"
@@ -381,6 +383,57 @@ bool plot(const std::vector<run_result>& results, const std::string& png,
   return false;
 }
 
+// ---- the seed-000 experiment in the simulator --------------------------------
+
+// The thread's numbers (seeds/000, Chris Mason's first mail).
+struct thread_row {
+  const char* kernel;
+  std::uint64_t p50, p99, p999, max;
+};
+constexpr thread_row thread_rows[] = {{"v5.2", 155, 256, 3132, 3286},
+                                      {"v5.9", 147, 12240, 13104, 13172}};
+
+// sim_experiment() runs seeds/000's command line in the simulator on the
+// thread's topology, once per policy, and prints one table with the
+// thread's rows under it. Deterministic (seed 1): the same numbers on every
+// machine.
+void sim_experiment(const std::vector<std::string>& policies, std::ostream& out) {
+  std::vector<std::string> args;
+  std::istringstream in(sb::compare_sim_args);
+  for (std::string a; in >> a;) args.push_back(a);
+  args.insert(args.end(), {"-i", "0"});
+  const sb::cli_options o = sb::parse_cli(args, "usched_sim -- schbench");
+  out << "\nseeds/000 in the simulator: usched_sim --topology '" << sb::compare_sim_topology
+      << "' --policy P --seed 1 -- schbench " << sb::compare_sim_args << "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-20s %9s %9s %9s %9s %8s\n", "policy", "p50", "p99", "p99.9", "max", "samples");
+  out << line;
+  for (const std::string& policy : policies) {
+    usched::sim::sim_config cfg;
+    cfg.topology = sb::compare_sim_topology;
+    cfg.policy = policy;
+    cfg.seed = 1;
+    cfg.options = usched::options::from_env();
+    usched::sim::simulator sim(cfg);
+    std::ostringstream ignore;
+    const sb::run_summary s = usched::sim::run_schbench_model(sim, o, ignore);
+    std::snprintf(line, sizeof line, "%-20s %9llu %9llu %9llu %9llu %8llu\n", policy.c_str(),
+                  static_cast<unsigned long long>(percentile_value(s, 50.0)),
+                  static_cast<unsigned long long>(percentile_value(s, 99.0)),
+                  static_cast<unsigned long long>(percentile_value(s, 99.9)),
+                  static_cast<unsigned long long>(s.max_us), static_cast<unsigned long long>(s.samples));
+    out << line;
+  }
+  for (const thread_row& r : thread_rows) {
+    const std::string label = std::string("thread: ") + r.kernel;
+    std::snprintf(line, sizeof line, "%-20s %9llu %9llu %9llu %9llu %8s\n", label.c_str(),
+                  static_cast<unsigned long long>(r.p50), static_cast<unsigned long long>(r.p99),
+                  static_cast<unsigned long long>(r.p999), static_cast<unsigned long long>(r.max), "");
+    out << line;
+  }
+  out << "(simulated latencies in usec; the thread's rows are its 40-CPU VM, docs/simulator.md)\n";
+}
+
 // run() runs every policy and the kernel, prints the table and plots to
 // `png` unless it is empty. `d` has passed parse_compare().
 int run(const sb::compare_options& d, const std::string& png) {
@@ -473,6 +526,7 @@ int run(const sb::compare_options& d, const std::string& png) {
     }
   }
   if (interrupted) std::cout << "interrupted: " << results.size() << " of " << labels.size() << " runs done\n";
+  if (!interrupted) sim_experiment(d.policies, std::cout);
   const bool plotted = png.empty() || plot(results, png, "schbench wake-up latency: " + shown, dir);
   if (interrupted) return 130;
   return failed || !plotted ? 1 : 0;

@@ -13,17 +13,28 @@
 
 namespace usched::schbench {
 
-// Default run length and warm-up. With -c 1000000 every worker gives about
-// one sample a second, so a run holds about (R - W) samples per worker; ten
-// runs (nine policies and the kernel) of 20 s keep the whole comparison near
-// three and a half minutes on a 2-core machine.
-inline constexpr std::uint64_t compare_runtime_s = 20;
+// The hardware comparison's workload: the seeds' shape (two message
+// threads, -t <workers/2>, 1 ms sleeps) with 10 ms thinks instead of the
+// thread's full second. A round is then about 41 ms (the think, the message
+// thread's 30 ms think and its sleep), so every worker gives about 24
+// samples a second and a 16 s run with 2 s of warm-up holds about 600 per
+// row on 2 workers: enough for a p99 of its own (with 1 s thinks a row held
+// about 36 samples, and its p99, p99.9 and max were one sample). Eleven
+// rows (ten policies and the kernel) take about three minutes on 2 cores.
+// The thread's own shape, 1 s thinks on its 40-CPU box, is the simulated
+// experiment that follows the table (compare_sim_*).
+inline constexpr std::uint64_t compare_runtime_s = 16;
 inline constexpr std::uint64_t compare_warmup_s = 2;
-// The seeds' workload: workers think a full second, message threads sleep
-// 1 ms between rounds (seeds/000: schbench -t <cpus/2> -c 1000000 -s 1000).
-inline constexpr std::uint64_t compare_worker_think_us = 1'000'000;
+inline constexpr std::uint64_t compare_worker_think_us = 10'000;
 inline constexpr std::uint64_t compare_sleep_us = 1000;
 inline constexpr unsigned compare_message_threads = 2;
+// The seed-000 experiment in the simulator, after the hardware table: the
+// thread's command line on the thread's VM (20 cores of 2 threads, one
+// LLC), each policy a row, beside the thread's own numbers (seeds/000,
+// Chris Mason's first mail: v5.2 and v5.9, 1290 s and 1440 s runs).
+inline constexpr const char* compare_sim_topology = "pack:1 core:20 pu:2";
+inline constexpr const char* compare_sim_args = "-m 2 -t 20 -r 30 -c 1000000 -s 1000";
+
 // Where the percentile curves go when --plot is not given.
 inline constexpr const char* compare_default_plot = "schbench-policies.png";
 
