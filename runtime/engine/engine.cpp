@@ -714,13 +714,18 @@ unsigned engine::idle_balance(int cpu, const now_source& now, std::uint64_t rand
 
 void engine::refresh_overload() noexcept {
   if (!overloaded()) return;
-  overload_.flag.store(false, std::memory_order_seq_cst);
-  for (std::size_t c = 0; c < nr_cpus(); ++c) {
-    if (has_movable(rqs_[c])) {
-      overload_.flag.store(true, std::memory_order_seq_cst);
-      return;
+  // Look before clearing: while some worker has a movable fiber (the policy
+  // refused it, or it arrived during the pass) the flag stays as it is, and
+  // its line is not taken from the enqueuers that read it.
+  const auto any_movable = [this] {
+    for (std::size_t c = 0; c < nr_cpus(); ++c) {
+      if (has_movable(rqs_[c])) return true;
     }
-  }
+    return false;
+  };
+  if (any_movable()) return;
+  overload_.flag.store(false, std::memory_order_seq_cst);
+  if (any_movable()) overload_.flag.store(true, std::memory_order_seq_cst);
 }
 
 sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t random,

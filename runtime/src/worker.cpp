@@ -410,13 +410,18 @@ void runtime_impl::hand_off_watch(const worker& self) noexcept {
 
 fiber* worker::find_work() {
   if (has_timers_) run_timers(now_ns());
-  // One counter read serves the tick check and the engine's clock: this is
+  // One counter read serves the tick check and the idle accounting: this is
   // the wake-up path of an idle worker.
   const std::uint64_t c = cycles();
   found_cycles_ = c;
-  const std::int64_t now = engine_now_ns(c);
-  if (c >= next_tick_cycles_) tick(now);
-  return static_cast<fiber*>(rt_.eng().find_work(index_, now, next_random(), scratch_));
+  if (c >= next_tick_cycles_) {
+    const std::int64_t now = engine_now_ns(c);
+    tick(now);
+    return static_cast<fiber*>(rt_.eng().find_work(index_, now, next_random(), scratch_));
+  }
+  // The counter is converted only if the engine needs the time (the FIFO
+  // disciplines never do here).
+  return static_cast<fiber*>(rt_.eng().find_work(index_, engine_clock(), next_random(), scratch_));
 }
 
 void worker::idle_wait() {
