@@ -727,6 +727,7 @@ TEST_CASE("compare: flags, the workload passed through, defaults", "[schbench]")
   CHECK(def.message_threads == 2);
   CHECK(def.worker_threads == 0);
   CHECK(def.worker_think_us == 10'000);
+  CHECK(def.message_think_us == 10'000);
   CHECK(def.sleep_us == 1000);
   CHECK(def.warmup_s == 2);
   CHECK(def.runtime_s == 16);
@@ -807,6 +808,6 @@ TEST_CASE("compare: --help names exactly the flags compare accepts", "[schbench]
   CHECK_THAT(line_of("  -r S "), Catch::EndsWith("(default: 16)"));
   CHECK_THAT(line_of("  -s US "), Catch::EndsWith("(default: 1000)"));
   CHECK_THAT(line_of("  -c US "), Catch::EndsWith("(default: 10000)"));
-  CHECK_THAT(line_of("  -C US "), Catch::EndsWith("(default: 30000)"));
+  CHECK_THAT(line_of("  -C US "), Catch::EndsWith("(default: 10000)"));
   CHECK_THAT(line_of("  -w S "), Catch::EndsWith("(default: 2)"));
 }

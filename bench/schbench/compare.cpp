@@ -463,6 +463,7 @@ int run(const sb::compare_options& d, const std::string& png) {
       {"-m", std::to_string(def.message_threads)},
       {"-t", std::to_string(std::max(1u, workers / 2))},
       {"-c", std::to_string(def.worker_think_us)},
+      {"-C", std::to_string(def.message_think_us)},
       {"-s", std::to_string(def.sleep_us)},
       {"-w", std::to_string(def.warmup_s)},
       {"-r", std::to_string(def.runtime_s)}};

@@ -36,6 +36,7 @@ cli_options compare_defaults() {
   d.message_threads = compare_message_threads;
   d.worker_threads = 0;
   d.worker_think_us = compare_worker_think_us;
+  d.message_think_us = compare_message_think_us;
   d.sleep_us = compare_sleep_us;
   d.warmup_s = compare_warmup_s;
   d.runtime_s = compare_runtime_s;

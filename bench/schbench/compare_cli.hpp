@@ -14,18 +14,19 @@
 namespace usched::schbench {
 
 // The hardware comparison's workload: the seeds' shape (two message
-// threads, -t <workers/2>, 1 ms sleeps) with 10 ms thinks instead of the
-// thread's full second. A round is then about 41 ms (the think, the message
-// thread's 30 ms think and its sleep), so every worker gives about 24
-// samples a second and a 16 s run with 2 s of warm-up holds about 600 per
-// row on 2 workers: enough for a p99 of its own (with 1 s thinks a row held
-// about 36 samples, and its p99, p99.9 and max were one sample). Eleven
+// threads, -t <workers/2>, 1 ms sleeps) with 10 ms thinks for the workers
+// and the message threads instead of the thread's full second and
+// schbench's 30 ms. A round is then about 21 ms, so a 16 s run with 2 s of
+// warm-up holds about 550 samples per fiber row on 2 workers (the kernel's
+// row about twice that): enough for a p99 of its own (with 1 s thinks a row
+// held about 36 samples, and its p99, p99.9 and max were one sample). Eleven
 // rows (ten policies and the kernel) take about three minutes on 2 cores.
 // The thread's own shape, 1 s thinks on its 40-CPU box, is the simulated
 // experiment that follows the table (compare_sim_*).
 inline constexpr std::uint64_t compare_runtime_s = 16;
 inline constexpr std::uint64_t compare_warmup_s = 2;
 inline constexpr std::uint64_t compare_worker_think_us = 10'000;
+inline constexpr std::uint64_t compare_message_think_us = 10'000;
 inline constexpr std::uint64_t compare_sleep_us = 1000;
 inline constexpr unsigned compare_message_threads = 2;
 // The seed-000 experiment in the simulator, after the hardware table: the
