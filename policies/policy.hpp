@@ -26,7 +26,7 @@ namespace usched {
 // per-rq inputs to update_sg_lb_stats). Values are read without locks, so
 // they are a consistent-enough picture, not an exact one; the kernel's
 // balancer reads remote runqueues the same way. Load signals are PELT
-// averages, 1024-scaled (runtime/src/pelt.hpp).
+// averages, 1024-scaled (runtime/engine/pelt.hpp).
 struct cpu_snapshot {
   unsigned nr_running = 0;  // queued + the one running (rq->nr_running)
   unsigned nr_queued = 0;   // waiting in the runqueue, not running
