@@ -190,7 +190,9 @@ void engine::util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcep
   if (!sleep) return;
   constexpr unsigned weight_shift = 2;            // UTIL_EST_WEIGHT_SHIFT
   constexpr long margin = capacity_scale / 100;   // within_margin(): 1%
-  const unsigned long util = se.avg.util_avg;
+  // util_avg never exceeds the capacity scale; the cast keeps the kernel's
+  // 32-bit fields.
+  const auto util = static_cast<std::uint32_t>(std::min<unsigned long>(se.avg.util_avg, 0xffffffffu));
   se.util_est_enqueued = util;
   if (se.util_est_ewma < util) {
     se.util_est_ewma = util;
@@ -199,7 +201,7 @@ void engine::util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcep
   const long diff = static_cast<long>(util) - static_cast<long>(se.util_est_ewma);
   if (diff > -margin && diff < margin) return;
   if (util > capacity_scale) return;
-  se.util_est_ewma = static_cast<unsigned long>(
+  se.util_est_ewma = static_cast<std::uint32_t>(
       ((static_cast<long>(se.util_est_ewma) << weight_shift) + diff) >> weight_shift);
 }
 
@@ -741,13 +743,12 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   // Woken before it finished blocking: it keeps its place on its worker.
   if (kind == placement_kind::wake && wake_running(se)) return r;
   r.cpu = select_cpu(kind, *se, origin, random, scratch, now);
-  // A spawn onto the spawner's own worker, while the spawner runs there: no
-  // one is parked to be told (the kernel's wake_up_new_task on this CPU).
+  // A spawn onto the spawner's own worker (a spawn's origin is the worker
+  // whose running fiber spawns): no one is parked there to be told (the
+  // kernel's wake_up_new_task on this CPU). Decided without reading the
+  // runqueue, whose line a thief may hold until the enqueue takes it.
   enqueue_kind how = enqueue_kind::wakeup;
-  if (kind == placement_kind::spawn) {
-    how = origin == r.cpu && !rq(origin).idle.load(std::memory_order_relaxed) ? enqueue_kind::spawn_local
-                                                                              : enqueue_kind::spawn;
-  }
+  if (kind == placement_kind::spawn) how = origin == r.cpu ? enqueue_kind::spawn_local : enqueue_kind::spawn;
   const unsigned queued = enqueue(r.cpu, se, how, now);
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);

@@ -76,8 +76,11 @@ struct sched_entity {
   // rises at once and falls with weight 1/4. A fiber that sleeps loses its
   // util_avg at PELT's pace; its estimate keeps what it will need when it
   // wakes, and that is what balancing and placement read (task_util_est).
-  unsigned long util_est_enqueued = 0;
-  unsigned long util_est_ewma = 0;
+  // 32 bits each, as the kernel's struct util_est: a util is at most 1024,
+  // and two words keep the sched_entity at three lines, so the fiber's run
+  // line stays where it was (struct fiber).
+  std::uint32_t util_est_enqueued = 0;
+  std::uint32_t util_est_ewma = 0;
 };
 
 // The estimate a fiber brings to a runqueue (_task_util_est), and its
@@ -352,7 +355,8 @@ class engine {
   // wake_up() is try_to_wake_up() and wake_up_new_task(): a fiber made
   // runnable by `origin` (the worker the wake-up is from, -1 for a thread
   // outside the runtime; a timer's wake-up is from the worker that armed
-  // it) is placed (select_cpu), queued (enqueue) and the result says whom
+  // it; a spawn's is the worker whose running fiber spawns) is placed
+  // (select_cpu), queued (enqueue) and the result says whom
   // to wake. A wake-up of a fiber still on its way to block only marks it
   // (wake_running), and cpu is -1. `scratch` is the caller's snapshot space.
   wake_result wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
