@@ -161,10 +161,21 @@ void simulator::at(std::int64_t t, std::function<void()> f) {
 }
 
 void simulator::run_until(std::int64_t t) {
+  // Events that all happen at one instant, without end, would never let the
+  // clock reach `t` (a program whose steps take no time, with every cost set
+  // to 0): stop with an error instead of hanging.
+  constexpr std::uint64_t max_events_per_instant = 10'000'000;
+  std::uint64_t at_this_instant = 0;
   while (!heap_.empty() && heap_.front().t <= t) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
     const event e = heap_.back();
     heap_.pop_back();
+    at_this_instant = e.t == now_ ? at_this_instant + 1 : 0;
+    if (at_this_instant > max_events_per_instant) {
+      throw std::runtime_error("the simulated clock stopped at " + std::to_string(now_) + " ns: " +
+                               std::to_string(max_events_per_instant) +
+                               " events without time passing; some step or cost must take time");
+    }
     now_ = e.t;
     ++events_;
     handle(e);

@@ -207,6 +207,21 @@ workload parse_workload(std::istream& in, const std::string& file) {
     if (!found) throw workload_error(file + ":" + std::to_string(no) + ": spawn of '" + name + "', which no 'fiber' line defines");
   }
   if (w.fibers.empty()) throw workload_error(file + ": no 'fiber' line: nothing to run");
+  for (const auto& f : w.fibers) {
+    // A fiber that repeats only steps that take no time would never give
+    // the simulated clock a chance to move.
+    if (f.repeat == 1) continue;
+    bool takes_time = false;
+    for (const auto& st : f.steps) {
+      takes_time |= (st.what == workload_step::kind::run && st.ns > 0) || st.what == workload_step::kind::sleep ||
+                    st.what == workload_step::kind::wait || st.what == workload_step::kind::join;
+    }
+    if (!takes_time) {
+      throw workload_error(file + ":" + std::to_string(f.line) + ": fiber '" + f.name +
+                           "' repeats steps that take no time (a run of 0, posts, spawns); it needs a run, "
+                           "sleep, wait or join");
+    }
+  }
   return w;
 }
 

@@ -150,6 +150,9 @@ TEST_CASE("sim: workload files with mistakes are one-line errors naming the line
   CHECK(error_of("fiber a x\n") == "w.txt:1: 'x' is not a count; expected x0..x100000");
   CHECK(error_of("fiber a\nfiber a\n") == "w.txt:2: fiber 'a' is defined twice (line 1)");
   CHECK(error_of("# nothing\n") == "w.txt: no 'fiber' line: nothing to run");
+  CHECK(error_of("fiber a\n  post e\n  repeat\n") ==
+        "w.txt:1: fiber 'a' repeats steps that take no time (a run of 0, posts, spawns); it needs a run, "
+        "sleep, wait or join");
 }
 
 TEST_CASE("sim: costs are named, and a wrong name or a negative value is refused", "[sim]") {
