@@ -41,13 +41,6 @@ counters sum(const runtime_stats& st) {
   return c;
 }
 
-std::uint64_t percentile(const schbench::run_summary& s, double p) {
-  for (const auto& row : s.percentiles) {
-    if (row.percentile == p) return row.value;
-  }
-  return 0;
-}
-
 std::string ratio(double sim, double real) {
   if (real == 0) return sim == 0 ? "1.00" : "-";
   char buf[32];
@@ -112,17 +105,17 @@ int run_validation(const validate_options& v, std::ostream& out, std::ostream& p
 
       const counters rc = sum(real_stats);
       const counters sc = sum(sim.stats());
-      const double r50 = static_cast<double>(percentile(real, 50.0));
-      const double r99 = static_cast<double>(percentile(real, 99.0));
-      const double s50 = static_cast<double>(percentile(simulated, 50.0));
-      const double s99 = static_cast<double>(percentile(simulated, 99.0));
+      const double r50 = static_cast<double>(schbench::percentile_value(real, 50.0));
+      const double r99 = static_cast<double>(schbench::percentile_value(real, 99.0));
+      const double s50 = static_cast<double>(schbench::percentile_value(simulated, 50.0));
+      const double s99 = static_cast<double>(schbench::percentile_value(simulated, 99.0));
       if (r50 > 0) p50_ratios.push_back(s50 / r50);
       if (r99 > 0) p99_ratios.push_back(s99 / r99);
       char line[512];
       std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", policy.c_str(), sh.name,
                     pair(real.samples, simulated.samples).c_str(),
-                    pair(percentile(real, 50.0), percentile(simulated, 50.0)).c_str(),
-                    pair(percentile(real, 99.0), percentile(simulated, 99.0)).c_str(),
+                    pair(schbench::percentile_value(real, 50.0), schbench::percentile_value(simulated, 50.0)).c_str(),
+                    pair(schbench::percentile_value(real, 99.0), schbench::percentile_value(simulated, 99.0)).c_str(),
                     per_s(rc.switches, sc.switches, measured_s + 1).c_str(),
                     per_s(rc.pulled, sc.pulled, measured_s + 1).c_str(),
                     per_s(rc.wake_prev, sc.wake_prev, measured_s + 1).c_str(),

@@ -4,6 +4,7 @@
 // same way), and bad workloads and costs are one-line errors.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -44,17 +45,23 @@ run_result run_schbench(const std::string& topology, const std::string& policy, 
   return r;
 }
 
+usched::sim::workload parse(const std::string& text);
+
+// A workload run to its end in a simulator of its own, for its counters.
+std::unique_ptr<simulator> run_file(const std::string& topology, const std::string& policy,
+                                    const usched::sim::workload& w) {
+  auto sim = std::make_unique<simulator>(config(topology, policy));
+  std::ostringstream out;
+  usched::sim::run_workload(*sim, w, out);
+  return sim;
+}
+
 usched::sim::workload parse(const std::string& text) {
   std::istringstream in(text);
   return usched::sim::parse_workload(in, "w.txt");
 }
 
-std::uint64_t p99(const usched::schbench::run_summary& s) {
-  for (const auto& row : s.percentiles) {
-    if (row.percentile == 99.0) return row.value;
-  }
-  return 0;
-}
+std::uint64_t p99(const usched::schbench::run_summary& s) { return usched::schbench::percentile_value(s, 99.0); }
 
 }  // namespace
 
@@ -85,23 +92,19 @@ TEST_CASE("sim: seed 000's stacking ends as the engine test says, through the si
   const auto task = static_cast<std::size_t>(usched::migration_type::migrate_task);
   const auto util = static_cast<std::size_t>(usched::migration_type::migrate_util);
   {
-    simulator sim(config("pack:1 l3:1 core:3 pu:1", "cfs"));
-    std::ostringstream out;
-    usched::sim::run_workload(sim, w, out);
+    const auto sim = run_file("pack:1 l3:1 core:3 pu:1", "cfs", w);
     // The newly-idle pass itself moves the waiting fiber (migrate_task).
-    const auto& llc = sim.eng().counters(1, 0);
+    const auto& llc = sim->eng().counters(1, 0);
     CHECK(llc.moved[task] == 1);
     CHECK(llc.moved[util] == 0);
     CHECK(llc.failures == 0);
-    CHECK(sim.eng().counters(1).newidle_pulls == 1);
+    CHECK(sim->eng().counters(1).newidle_pulls == 1);
   }
   {
-    simulator sim(config("pack:1 l3:1 core:3 pu:1", "cfs-v5.9"));
-    std::ostringstream out;
-    usched::sim::run_workload(sim, w, out);
+    const auto sim = run_file("pack:1 l3:1 core:3 pu:1", "cfs-v5.9", w);
     // migrate_util: worker 1's spare capacity stays below a hog's util
     // until its own util has decayed; every pass fails meanwhile.
-    const auto& llc = sim.eng().counters(1, 0);
+    const auto& llc = sim->eng().counters(1, 0);
     CHECK(llc.moved[task] == 0);
     CHECK(llc.moved[util] == 1);
     CHECK(llc.failures >= 3);

@@ -194,6 +194,24 @@ cli_options parse_cli(int argc, const char* const* argv) {
   return parse_cli(args, argc > 0 ? argv[0] : "usched_schbench");
 }
 
+report_schedule::actions report_schedule::at(std::uint64_t tick) noexcept {
+  actions a;
+  if (!warmup_done_ && o_.warmup_s && tick >= o_.warmup_s) {
+    warmup_done_ = true;
+    a.warmup = true;
+    a.zero = true;
+    zero_time_ = tick;
+  } else if (o_.interval_s && tick - last_calc_ >= o_.interval_s) {
+    a.print = true;
+    last_calc_ = tick;
+  }
+  if (o_.zero_s && tick - zero_time_ >= o_.zero_s) {
+    a.zero = true;
+    zero_time_ = tick;
+  }
+  return a;
+}
+
 std::string policy_list() {
   std::string s;
   for (const std::string& n : usched::policy_names()) {

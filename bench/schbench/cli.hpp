@@ -103,6 +103,30 @@ void check_output_file(std::string_view flag, const std::string& path);
 // --threads mode, the CPUs this process may run on).
 unsigned resolve_worker_threads(const cli_options& o, unsigned cpus) noexcept;
 
+// report_schedule is what schbench's reporting loop (sleep_for_runtime)
+// does at each one-second tick of a run, shared by the clone and the
+// simulator's model so that both zero and print at the same ticks: zero
+// once after the warm-up (-w, announced with "warmup done, zeroing stats"),
+// print the cumulative block every -i seconds except at that tick, and zero
+// every -z seconds. Ask at() once per tick, 1, 2, ..., for the ticks before
+// the run's last; the final block is the caller's.
+class report_schedule {
+ public:
+  struct actions {
+    bool warmup = false;  // print the warm-up line, then zero
+    bool print = false;   // print the cumulative block for this tick
+    bool zero = false;    // zero the statistics (after printing, if both)
+  };
+  explicit report_schedule(const cli_options& o) noexcept : o_(o) {}
+  actions at(std::uint64_t tick) noexcept;
+
+ private:
+  const cli_options& o_;
+  std::uint64_t last_calc_ = 0;  // tick of the last block
+  std::uint64_t zero_time_ = 0;  // tick of the last zeroing
+  bool warmup_done_ = false;
+};
+
 // run_schbench() runs one parsed command line (schbench.cpp): the workload
 // as usched fibers or, with --threads, as plain threads; the interim reports
 // and the final one go to `out`, the JSON to o.json_file when set. It blocks

@@ -230,12 +230,7 @@ run_result run_one(const std::string& exe, const std::vector<std::string>& args,
 
 // ---- output --------------------------------------------------------------------------
 
-std::uint64_t percentile_value(const sb::run_summary& s, double p) {
-  for (const sb::percentile_row& r : s.percentiles) {
-    if (r.percentile == p) return r.value;
-  }
-  return 0;
-}
+using sb::percentile_value;
 
 void print_table(const std::vector<run_result>& results, std::ostream& out) {
   const run_result* base = nullptr;

@@ -128,6 +128,13 @@ std::string format_block(const histogram& h, std::uint64_t runtime_s) {
   return out;
 }
 
+std::uint64_t percentile_value(const run_summary& s, double p) noexcept {
+  for (const percentile_row& r : s.percentiles) {
+    if (r.percentile == p) return r.value;
+  }
+  return 0;
+}
+
 run_summary summarize(const histogram& h, std::uint64_t runtime_s) {
   run_summary s;
   s.runtime_s = runtime_s;

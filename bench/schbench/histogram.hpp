@@ -141,6 +141,10 @@ struct run_summary {
 // descriptive fields are left for the caller.
 run_summary summarize(const histogram& h, std::uint64_t runtime_s);
 
+// percentile_value() is the value of one of report_percentiles in `s` (50.0,
+// 99.0, ...), 0 when the summary has no such row.
+std::uint64_t percentile_value(const run_summary& s, double p) noexcept;
+
 // to_json() writes a summary as one JSON object (one line, keys in a fixed
 // order); parse_run_json() reads that format back. The parser accepts any
 // JSON object whose members it knows, in any order, with any whitespace;

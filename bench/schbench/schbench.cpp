@@ -366,9 +366,7 @@ std::uint64_t report_loop(const cli_options& o, const stop_signals& sig,
                           const std::function<void()>& zero_all, std::ostream& out) {
   using std::chrono::seconds;
   const auto start = steady::now();
-  std::uint64_t last_calc = 0;  // tick of the last report
-  std::uint64_t zero_time = 0;  // tick of the last zeroing
-  bool warmup_done = false;
+  report_schedule schedule(o);
   // schbench's loop granularity: every check happens on a one-second tick.
   for (std::uint64_t tick = 1;; ++tick) {
     const bool last = o.runtime_s != 0 && tick >= o.runtime_s;
@@ -378,19 +376,10 @@ std::uint64_t report_loop(const cli_options& o, const stop_signals& sig,
           std::chrono::duration_cast<seconds>(steady::now() - start).count());
     }
     if (last) return o.runtime_s;
-    if (!warmup_done && o.warmup_s && tick >= o.warmup_s) {
-      warmup_done = true;
-      out << "warmup done, zeroing stats\n" << std::flush;
-      zero_time = tick;
-      zero_all();
-    } else if (o.interval_s && tick - last_calc >= o.interval_s) {
-      out << format_block(collect_all(), tick) << std::flush;
-      last_calc = tick;
-    }
-    if (o.zero_s && tick - zero_time >= o.zero_s) {
-      zero_time = tick;
-      zero_all();
-    }
+    const report_schedule::actions act = schedule.at(tick);
+    if (act.warmup) out << "warmup done, zeroing stats\n" << std::flush;
+    if (act.print) out << format_block(collect_all(), tick) << std::flush;
+    if (act.zero) zero_all();
   }
 }
 
