@@ -143,6 +143,24 @@ command parse(int argc, char** argv) {
   return c;
 }
 
+// validate() runs --validate: a bad USCHED_* value is exit status 2, a run
+// that fails 1.
+int validate(const command& c) {
+  usched::sim::validate_options v;
+  v.quick = c.quick;
+  v.cost = c.cfg.cost;
+  v.seed = c.cfg.seed;
+  try {
+    return usched::sim::run_validation(v, std::cout, std::cerr);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,13 +173,7 @@ int main(int argc, char** argv) {
       std::cout << usage_text();
       return 0;
     }
-    if (c.validate) {
-      usched::sim::validate_options v;
-      v.quick = c.quick;
-      v.cost = c.cfg.cost;
-      v.seed = c.cfg.seed;
-      return usched::sim::run_validation(v, std::cout, std::cerr);
-    }
+    if (c.validate) return validate(c);
     if (c.kind == "schbench") {
       so = sb::parse_cli(c.rest, "usched_sim -- schbench");
       if (so.help) {
@@ -188,13 +200,7 @@ int main(int argc, char** argv) {
   // checks, the output files.
   std::unique_ptr<simulator> sim;
   try {
-    if (c.kind == "schbench") {
-      if (so.threads) throw usage("--threads: the simulator runs usched's scheduler only");
-      if (so.runtime_s == 0) {
-        throw usage("-r 0 runs until a signal; a simulated run needs a length: -r 1.." +
-                    std::to_string(sb::max_sec_value));
-      }
-    }
+    if (c.kind == "schbench") usched::sim::check_model_options(so);
     sim = std::make_unique<simulator>(c.cfg);
   } catch (const std::exception& e) {
     std::cerr << program << ": " << e.what() << '\n';

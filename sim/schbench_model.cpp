@@ -118,12 +118,16 @@ class message_program : public program {
 
 }  // namespace
 
-schbench::run_summary run_schbench_model(simulator& sim, const schbench::cli_options& o, std::ostream& out) {
+void check_model_options(const schbench::cli_options& o) {
   if (o.threads) throw schbench::usage_error("--threads: the simulator runs usched's scheduler only");
   if (o.runtime_s == 0) {
     throw schbench::usage_error("-r 0 runs until a signal; a simulated run needs a length: -r 1.." +
                                 std::to_string(schbench::max_sec_value));
   }
+}
+
+schbench::run_summary run_schbench_model(simulator& sim, const schbench::cli_options& o, std::ostream& out) {
+  check_model_options(o);
   shared sh;
   sh.o = &o;
   const unsigned per = schbench::resolve_worker_threads(o, sim.nr_cpus());
@@ -140,25 +144,14 @@ schbench::run_summary run_schbench_model(simulator& sim, const schbench::cli_opt
   }
   for (auto& m : msgs) sim.spawn(std::make_unique<message_program>(sh, *m));
 
-  // The clone's report_loop, on one-second ticks of virtual time.
-  std::uint64_t last_calc = 0;
-  std::uint64_t zero_time = 0;
-  bool warmup_done = false;
+  // The clone's report schedule, on one-second ticks of virtual time.
+  schbench::report_schedule schedule(o);
   for (std::uint64_t tick = 1; tick < o.runtime_s; ++tick) {
     sim.run_until(static_cast<std::int64_t>(tick) * ns_per_s);
-    if (!warmup_done && o.warmup_s && tick >= o.warmup_s) {
-      warmup_done = true;
-      out << "warmup done, zeroing stats\n";
-      zero_time = tick;
-      sh.latency.clear();
-    } else if (o.interval_s && tick - last_calc >= o.interval_s) {
-      out << schbench::format_block(sh.latency, tick);
-      last_calc = tick;
-    }
-    if (o.zero_s && tick - zero_time >= o.zero_s) {
-      zero_time = tick;
-      sh.latency.clear();
-    }
+    const schbench::report_schedule::actions act = schedule.at(tick);
+    if (act.warmup) out << "warmup done, zeroing stats\n";
+    if (act.print) out << schbench::format_block(sh.latency, tick);
+    if (act.zero) sh.latency.clear();
   }
   sim.run_until(static_cast<std::int64_t>(o.runtime_s) * ns_per_s);
   out << schbench::format_block(sh.latency, o.runtime_s) << std::flush;

@@ -24,10 +24,13 @@
 
 namespace usched::sim {
 
+// check_model_options() throws schbench::usage_error for a command line the
+// simulator cannot run: -r 0 (until a signal) and --threads.
+void check_model_options(const schbench::cli_options& o);
+
 // run_schbench_model() runs one command line in `sim` for o.runtime_s
 // virtual seconds, writing the clone's output to `out`, and returns the
-// summary (mode "sim"). Throws schbench::usage_error for a command line the
-// simulator cannot run (-r 0, --threads).
+// summary (mode "sim"). Throws what check_model_options() throws.
 schbench::run_summary run_schbench_model(simulator& sim, const schbench::cli_options& o, std::ostream& out);
 
 }  // namespace usched::sim

@@ -134,6 +134,7 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   topology_line_ = topo.describe();
   engine_ = std::make_unique<detail::engine>(build_domains(places_), make_policy(cfg_.policy),
                                              detail::engine_config_of(cfg_.options));
+  spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.options.spin).count();
   cpus_.resize(engine_->nr_cpus());
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
     std::uint64_t s = cfg_.seed * 0x100000001b3ULL + c;
@@ -149,6 +150,12 @@ simulator::~simulator() = default;
 unsigned simulator::nr_cpus() const noexcept { return static_cast<unsigned>(cpus_.size()); }
 
 std::uint64_t simulator::random() noexcept { return splitmix(rng_); }
+
+// A worker's own generator, as a real worker's next_random(); the shared one
+// for -1 (a thread outside the runtime).
+std::uint64_t simulator::random_of(int cpu) noexcept {
+  return cpu >= 0 ? splitmix(cpus_[static_cast<std::size_t>(cpu)].rng) : random();
+}
 
 void simulator::push(std::int64_t t, ev kind, int cpu, std::uint64_t gen, sim_fiber* f) {
   heap_.push_back(event{t, seq_++, kind, cpu, gen, f});
@@ -260,7 +267,7 @@ void simulator::post(sim_event& e) {
 void simulator::wake(sim_fiber& f, placement_kind kind, int origin) {
   std::vector<usched::cpu_snapshot>& scratch =
       origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
-  const std::uint64_t bits = origin >= 0 ? splitmix(cpus_[static_cast<std::size_t>(origin)].rng) : random();
+  const std::uint64_t bits = random_of(origin);
   const wake_result r = engine_->wake_up(&f, kind, origin, bits, scratch, now_);
   // The waker pays for the placement, and for a futex wake if it must
   // wake a parked worker (a fiber's program acting; not a timer).
@@ -285,7 +292,7 @@ void simulator::wake(sim_fiber& f, placement_kind kind, int origin) {
 
 void simulator::kick_idle(int busy_cpu) {
   if (nr_spinning_ > 0 || nr_parked_ == 0) return;
-  const std::uint64_t bits = busy_cpu >= 0 ? splitmix(cpus_[static_cast<std::size_t>(busy_cpu)].rng) : random();
+  const std::uint64_t bits = random_of(busy_cpu);
   const int cpu = engine_->kick_target(busy_cpu, bits, [this](int c) {
     return cpus_[static_cast<std::size_t>(c)].st == vcpu::state::parked;
   });
@@ -503,7 +510,7 @@ void simulator::check(int cpu) {
 void simulator::tick(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   v.next_tick = now_ + engine_->config().tick_ns;
-  const detail::tick_result r = engine_->tick(cpu, now_, splitmix(v.rng), v.scratch);
+  const detail::tick_result r = engine_->tick(cpu, now_, random_of(cpu), v.scratch);
   if (r.kick) kick_idle(cpu);
   poke_requests();
 }
@@ -551,26 +558,25 @@ void simulator::idle(int cpu) {
 void simulator::find_work(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   if (now_ >= v.next_tick) tick(cpu);
-  auto* next = static_cast<sim_fiber*>(engine_->find_work(cpu, now_, splitmix(v.rng), v.scratch));
+  auto* next = static_cast<sim_fiber*>(engine_->find_work(cpu, now_, random_of(cpu), v.scratch));
   poke_requests();
   if (next) {
     switch_to(cpu, next, 0);
     return;
   }
-  const auto spin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.options.spin).count();
-  if (spin_ns <= 0) {
+  if (spin_ns_ <= 0) {
     park(cpu);
     return;
   }
   v.st = vcpu::state::spinning;
   ++nr_spinning_;
-  v.spin_until = now_ + spin_ns;
+  v.spin_until = now_ + spin_ns_;
   push(std::min(now_ + cfg_.cost.spin_poll_ns, v.spin_until), ev::spin_poll, cpu, ++v.gen);
 }
 
 void simulator::spin_poll(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
-  if (engine_->idle_balance(cpu, now_, splitmix(v.rng), v.scratch) > 0) {
+  if (engine_->idle_balance(cpu, now_, random_of(cpu), v.scratch) > 0) {
     poke_requests();
     --nr_spinning_;
     v.st = vcpu::state::waking;
@@ -592,7 +598,7 @@ void simulator::park(int cpu) {
   ++nr_parked_;
   ++v.gen;
   if (engine_->rq(cpu).nr_queued.load(std::memory_order_relaxed) != 0 ||
-      engine_->idle_balance(cpu, now_, splitmix(v.rng), v.scratch) > 0) {
+      engine_->idle_balance(cpu, now_, random_of(cpu), v.scratch) > 0) {
     poke_requests();
     --nr_parked_;
     v.st = vcpu::state::waking;

@@ -202,6 +202,7 @@ class simulator {
   void poke(int cpu);
   void poke_requests();
   std::int64_t migration_cost(int from, int to) const;
+  std::uint64_t random_of(int cpu) noexcept;
 
   sim_config cfg_;
   std::unique_ptr<detail::engine> engine_;
@@ -220,6 +221,7 @@ class simulator {
   // The cost the acting fiber's wake-ups and spawns have run up in its
   // program's next(); run on its CPU before the step it returned.
   std::int64_t charge_ns_ = 0;
+  std::int64_t spin_ns_ = 0;  // options::spin
   std::uint64_t seen_requests_ = 0;  // engine::active_balance_requests() at the last look
   int nr_spinning_ = 0;
   int nr_parked_ = 0;
