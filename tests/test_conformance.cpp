@@ -421,7 +421,8 @@ std::vector<int> expected_spawn_order(const usched::policy& p, const usched::opt
   if (p.fair_queue()) {
     const auto debit = [&](int i) {
       const auto nr = static_cast<unsigned>(i) + 2;
-      return nr > usched::detail::engine::sched_nr_latency
+      const long nr_latency = (o.cfs_latency.count() + o.cfs_min_granularity.count() - 1) / o.cfs_min_granularity.count();
+      return nr > nr_latency
                  ? o.cfs_min_granularity.count()
                  : o.cfs_latency.count() / static_cast<long>(nr);
     };

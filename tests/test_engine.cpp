@@ -323,7 +323,12 @@ TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them st
 
 TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[engine][cfs]") {
   constexpr std::int64_t ms = 1'000'000;
-  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  // Eight CPUs: the kernel's granularities scaled by 1 + log2(8), a 24 ms
+  // period and 3 ms minimum; the fibers all live on CPU 0.
+  engine e = make_engine("pack:1 core:8 pu:1", 8, "cfs");
+  REQUIRE(e.config().sched_latency_ns == 24 * ms);
+  REQUIRE(e.config().min_granularity_ns == 3 * ms);
+  std::vector<usched::cpu_snapshot> scratch;
   std::deque<sched_entity> f(10);
   std::int64_t now = 0;
   // Three fibers: period 24 ms shared by three, 8 ms each.
@@ -337,10 +342,16 @@ TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[en
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
   CHECK(c == &f[2]);
   CHECK(e.rq(0).slice_ns == 8 * ms);
+  // The tick ends the slice once the fiber has run longer than it: not at
+  // 7 ms (nor by its lead over f[1], 15 - 12 ms, less than the slice) ...
+  e.tick(0, now + 7 * ms, 1, scratch);
   CHECK_FALSE(e.should_preempt(0, 7 * ms));
-  CHECK(e.should_preempt(0, 8 * ms));
-  // Run it 8 ms: its vruntime (16 ms) passes f[1]'s, so a yield picks f[1].
-  now += 8 * ms;
+  // ... at the first tick past 8 ms.
+  now += 9 * ms;
+  e.tick(0, now, 1, scratch);
+  CHECK(e.should_preempt(0, 0));
+  CHECK(e.counters(0).tick_preemptions == 1);
+  // Its vruntime (17 ms) has passed f[1]'s, so the requeue picks f[1].
   c = e.pick_next(0, c, prev_action::requeue, now);
   CHECK(c == &f[1]);
   // Ten fibers: the period stretches to 10 x 3 ms, each slice is 3 ms.
@@ -356,6 +367,88 @@ TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[en
     if (se.vruntime == before + 2 * ms) ran = &se;
   }
   CHECK(ran != nullptr);
+}
+
+TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",
+          "[engine][cfs]") {
+  // Seed 000's stranded wake-up: a hog picked while alone on its worker,
+  // and a fiber woken behind it that does not preempt it (it arrives from
+  // another worker at min_vruntime, not ahead of the hog by the wake-up
+  // granularity). The kernel's check_preempt_tick() recomputes the slice
+  // at every tick, so the hog yields after 24 ms / 2 = 12 ms of running,
+  // not after the 24 ms it was given when it was picked.
+  constexpr std::int64_t ms = 1'000'000;
+  engine e = make_engine("pack:1 core:8 pu:1", 8, "cfs");
+  std::vector<usched::cpu_snapshot> scratch;
+  sched_entity hog, waker;
+  e.enqueue(0, &hog, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &hog);
+  CHECK(e.rq(0).slice_ns == 24 * ms);
+  e.enqueue(1, &waker, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 0) == &waker);
+  CHECK(e.pick_next(1, &waker, prev_action::block, ms) == nullptr);
+  e.tick(0, 2 * ms, 1, scratch);
+  e.enqueue(0, &waker, enqueue_kind::wakeup, 2 * ms);
+  REQUIRE_FALSE(e.rq(0).need_resched.load());
+  for (int t = 3; t <= 12; ++t) {
+    INFO("tick at " << t << " ms");
+    e.tick(0, t * ms, 1, scratch);
+    CHECK_FALSE(e.should_preempt(0, t * ms));
+  }
+  CHECK(e.rq(0).slice_ns == 12 * ms);
+  e.tick(0, 13 * ms, 1, scratch);
+  CHECK(e.should_preempt(0, 0));
+  CHECK(e.counters(0).tick_preemptions == 1);
+  CHECK(e.pick_next(0, &hog, prev_action::requeue, 13 * ms) == &waker);
+}
+
+TEST_CASE("engine: the tick ends a slice early when the running fiber leads the queue by more than it",
+          "[engine][cfs]") {
+  // check_preempt_tick()'s second rule: after min_granularity, a running
+  // fiber whose vruntime is ahead of the leftmost queued one by more than
+  // its slice yields even if its slice is not used up. A heavy fiber gets
+  // a long slice; a light one that woke far behind it in vruntime (its
+  // sleeper credit) is not a wake-up preemption when the granularity is
+  // large, but the tick sees the lead.
+  constexpr std::int64_t ms = 1'000'000;
+  usched::detail::engine_config cfg;
+  cfg.scaling = usched::detail::tunable_scaling::none;
+  cfg.sched_latency_ns = 24 * ms;
+  cfg.min_granularity_ns = 3 * ms;
+  cfg.wakeup_granularity_ns = 100 * ms;  // no wake-up preemption at all
+  const auto topo = usched::detail::topology::load("pack:1 core:1 pu:1");
+  engine e(usched::build_domains(topo.place_workers(1, usched::detail::worker_unit::pu)),
+           usched::make_policy("cfs"), cfg);
+  std::vector<usched::cpu_snapshot> scratch;
+  sched_entity runner, sleeper;
+  e.enqueue(0, &runner, enqueue_kind::spawn, 0);
+  e.enqueue(0, &sleeper, enqueue_kind::spawn, 0);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == &sleeper);  // the smaller START_DEBIT
+  c = e.pick_next(0, c, prev_action::block, ms);
+  REQUIRE(c == &runner);
+  // The runner runs alone for 100 ms, then the sleeper wakes 12 ms (half
+  // the period) behind min_vruntime.
+  std::int64_t now = ms;
+  for (int t = 0; t < 100; ++t) {
+    now += ms;
+    e.tick(0, now, 1, scratch);
+  }
+  c = e.pick_next(0, c, prev_action::requeue, now);  // a new slice
+  REQUIRE(c == &runner);
+  e.enqueue(0, &sleeper, enqueue_kind::wakeup, now);
+  REQUIRE_FALSE(e.rq(0).need_resched.load());
+  // The slice of two equal fibers is 12 ms and the lead is 12 ms plus what
+  // the runner runs: past min_granularity (3 ms) the lead exceeds the
+  // slice, long before the runner has used 12 ms.
+  const std::int64_t picked = now;
+  for (int t = 1; t <= 2; ++t) {
+    e.tick(0, picked + t * ms, 1, scratch);
+    CHECK_FALSE(e.should_preempt(0, t * ms));
+  }
+  e.tick(0, picked + 3 * ms, 1, scratch);
+  CHECK(e.should_preempt(0, 0));
+  CHECK(e.counters(0).tick_preemptions == 1);
 }
 
 TEST_CASE("engine: weights scale vruntime, sleepers get bounded credit, wake-ups preempt", "[engine][cfs]") {
@@ -391,11 +484,12 @@ TEST_CASE("engine: weights scale vruntime, sleepers get bounded credit, wake-ups
   REQUIRE(c != nullptr);
   const std::uint64_t min_v = e.rq(0).min_vruntime;
   CHECK(static_cast<std::int64_t>(min_v - sleeper.vruntime) > 50 * ms);
-  // Woken: placed half a latency period (12 ms) behind min_vruntime, not at
-  // its old vruntime, and far enough ahead of the running fiber (by more
-  // than the 1 ms wake-up granularity) to ask it to yield.
+  // Woken: placed half a latency period (3 ms on one CPU) behind
+  // min_vruntime, not at its old vruntime, and far enough ahead of the
+  // running fiber (by more than the 1 ms wake-up granularity) to ask it to
+  // yield.
   e.enqueue(0, &sleeper, enqueue_kind::wakeup, now);
-  CHECK(sleeper.vruntime == e.rq(0).min_vruntime - 12 * ms);
+  CHECK(sleeper.vruntime == e.rq(0).min_vruntime - 3 * ms);
   CHECK(e.rq(0).need_resched.load());
   CHECK(e.should_preempt(0, 0));
   CHECK(e.counters(0).wakeup_preemptions == 1);
@@ -524,14 +618,17 @@ TEST_CASE("engine: under CFS a yield steps aside unless the next fiber is a gran
   // b was spawned last with the smaller START_DEBIT: it runs first.
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
   REQUIRE(c == &b);
-  // b has run 1 ms: 12 + 1 = 13 ms, a is at 24 ms. A preemption-style
-  // requeue keeps the leftmost (b); a yield would hand over only if a were
-  // within the 1 ms wake-up granularity of b: it is not, b keeps running.
+  // One CPU: the kernel's granularities unscaled, a 6 ms period and a 1 ms
+  // wake-up granularity. b has run 1 ms: 3 + 1 = 4 ms, a is at 6 ms. A
+  // preemption-style requeue keeps the leftmost (b); a yield would hand
+  // over only if a were within the wake-up granularity of b: it is not, b
+  // keeps running.
+  REQUIRE(e.config().wakeup_granularity_ns == ms);
   now += ms;
   c = e.pick_next(0, c, prev_action::yield, now);
   CHECK(c == &b);
   // b runs on until it is 0.5 ms behind a: now a yield hands over to a ...
-  now += 10 * ms + ms / 2;
+  now += ms + ms / 2;
   c = e.pick_next(0, c, prev_action::yield, now);
   CHECK(c == &a);
   // ... and a (0.5 ms ahead of b after 0 ms of running) yields back to b.

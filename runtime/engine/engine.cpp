@@ -43,6 +43,14 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       pulls_when_idle_(policy_->pulls_when_idle()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
+  // The granularities grow with the machine (update_sysctl()); sched_nr_
+  // latency, their ratio, does not.
+  const auto factor = static_cast<std::int64_t>(tunable_factor(cfg_.scaling, nr_cpus()));
+  cfg_.sched_latency_ns *= factor;
+  cfg_.min_granularity_ns *= factor;
+  cfg_.wakeup_granularity_ns *= factor;
+  nr_latency_ = static_cast<unsigned>(
+      std::max<std::int64_t>(1, (cfg_.sched_latency_ns + cfg_.min_granularity_ns - 1) / std::max<std::int64_t>(1, cfg_.min_granularity_ns)));
   if (!fair_) {
     for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
   }
@@ -148,7 +156,7 @@ std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) cons
   const unsigned nr = q.nr_running + (counted ? 0 : 1);
   const unsigned long total = q.load_weight + (counted ? 0 : se.weight);
   const std::int64_t period =
-      nr > sched_nr_latency ? static_cast<std::int64_t>(nr) * cfg_.min_granularity_ns : cfg_.sched_latency_ns;
+      nr > nr_latency_ ? static_cast<std::int64_t>(nr) * cfg_.min_granularity_ns : cfg_.sched_latency_ns;
   return static_cast<std::int64_t>(static_cast<unsigned long>(period) * se.weight / std::max(total, 1ul));
 }
 
@@ -216,6 +224,33 @@ void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcep
   if (vdiff > gran && !q.need_resched.load(std::memory_order_relaxed)) {
     q.need_resched.store(true, std::memory_order_relaxed);
     counters_[static_cast<std::size_t>(cpu)].wakeup_preemptions.add();
+  }
+}
+
+// check_preempt_tick(): the tick's end of a slice (the kernel's
+// check_preempt_tick(), v5.9/v5.10 fair.c). The slice is recomputed from
+// the runqueue as it is now, not kept from the pick: a fiber picked alone
+// got the whole period, and a fiber that arrived since shortens it. The
+// running fiber yields once it has run longer than that slice since it
+// was picked, or, after min_granularity, once its vruntime leads the
+// leftmost queued fiber's by more than the slice (a virtual time against
+// a wall-clock one, as in the kernel). Called with q locked, curr just
+// accounted and another fiber runnable.
+void engine::check_preempt_tick(int cpu, runqueue& q) noexcept {
+  sched_entity* curr = q.curr;
+  const std::int64_t ideal = sched_slice(q, *curr);
+  q.slice_ns = ideal;
+  const std::int64_t ran = curr->sum_exec - curr->prev_sum_exec;
+  bool resched = ran > ideal;
+  if (!resched && ran >= cfg_.min_granularity_ns) {
+    if (const sched_entity* first = queue_first(q)) {
+      const auto lead = static_cast<std::int64_t>(curr->vruntime - first->vruntime);
+      resched = lead > ideal;
+    }
+  }
+  if (resched && !q.need_resched.load(std::memory_order_relaxed)) {
+    q.need_resched.store(true, std::memory_order_relaxed);
+    counters_[static_cast<std::size_t>(cpu)].tick_preemptions.add();
   }
 }
 
@@ -761,6 +796,7 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     q.lock.lock();
     update_curr(q, now);
     if (tracks_load()) update_load(q, now());
+    if (fair_ && q.curr && q.nr_running > 1) check_preempt_tick(cpu, q);
     publish(q);
     q.lock.unlock();
   }
@@ -801,6 +837,7 @@ void engine::add_counters(int cpu, worker_stats& out) const {
   out.wake_idle_sibling = c.wake_idle_sibling;
   out.wake_other = c.wake_other;
   out.wakeup_preemptions = c.wakeup_preemptions;
+  out.tick_preemptions = c.tick_preemptions;
   out.active_pushes = c.active_pushes;
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   for (std::size_t l = 0; l < chain.size(); ++l) {

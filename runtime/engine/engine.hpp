@@ -135,6 +135,7 @@ struct cpu_counters {
   stat_counter wake_idle_sibling; // ... on another idle worker sharing its LLC
   stat_counter wake_other;        // ... anywhere else
   stat_counter wakeup_preemptions;// wake-ups that asked the running fiber to yield
+  stat_counter tick_preemptions;  // ticks that ended the running fiber's slice
   stat_counter active_pushes;     // running fibers it pushed to another worker (active balance)
 };
 
@@ -242,11 +243,38 @@ class now_source {
 
 // Tunables of the engine (filled from usched::options by the runtime, or by
 // the simulator's command line).
+// How the CFS granularities grow with the number of CPUs (the kernel's
+// sysctl_sched_tunable_scaling, SCHED_TUNABLESCALING_*).
+enum class tunable_scaling : std::uint8_t { none, log, linear };
+
+// tunable_factor() is the kernel's get_update_sysctl_factor(): CPUs beyond
+// 8 do not stretch the granularities further.
+constexpr unsigned tunable_factor(tunable_scaling s, std::size_t nr_cpus) noexcept {
+  const unsigned cpus = nr_cpus < 8 ? static_cast<unsigned>(nr_cpus < 1 ? 1 : nr_cpus) : 8u;
+  switch (s) {
+    case tunable_scaling::none:
+      return 1;
+    case tunable_scaling::linear:
+      return cpus;
+    case tunable_scaling::log:
+    default: {
+      unsigned log2 = 0;
+      while ((2u << log2) <= cpus) ++log2;
+      return 1 + log2;
+    }
+  }
+}
+
 struct engine_config {
-  // CFS discipline (kernel defaults for 8+ CPUs, see docs/policies/cfs.md).
-  std::int64_t sched_latency_ns = 24'000'000;
-  std::int64_t min_granularity_ns = 3'000'000;
+  // CFS discipline: the kernel's normalized granularities (normalized_
+  // sysctl_sched_latency and friends), which the engine multiplies by
+  // tunable_factor(scaling, its CPUs) when it is made; config() returns
+  // the scaled values. With the default log scaling 8 or more CPUs get the
+  // kernel's 24 ms, 3 ms and 4 ms (docs/policies/cfs.md).
+  std::int64_t sched_latency_ns = 6'000'000;
+  std::int64_t min_granularity_ns = 750'000;
   std::int64_t wakeup_granularity_ns = 1'000'000;
+  tunable_scaling scaling = tunable_scaling::log;
   // A fiber that ran less than this ago is cache-hot: balancing leaves it
   // while nr_balance_failed <= cache_nice_tries (sysctl_sched_migration_cost).
   std::int64_t migration_cost_ns = 500'000;
@@ -275,6 +303,17 @@ inline engine_config engine_config_of(const usched::options& o) {
   c.sched_latency_ns = duration_cast<nanoseconds>(o.cfs_latency).count();
   c.min_granularity_ns = duration_cast<nanoseconds>(o.cfs_min_granularity).count();
   c.wakeup_granularity_ns = duration_cast<nanoseconds>(o.cfs_wakeup_granularity).count();
+  switch (o.cfs_tunable_scaling) {
+    case usched::options::tunable_scaling::none:
+      c.scaling = tunable_scaling::none;
+      break;
+    case usched::options::tunable_scaling::linear:
+      c.scaling = tunable_scaling::linear;
+      break;
+    case usched::options::tunable_scaling::log:
+      c.scaling = tunable_scaling::log;
+      break;
+  }
   return c;
 }
 
@@ -331,8 +370,10 @@ class engine {
   // it bounds the time a source queue's lock is held.
   static constexpr unsigned max_migrate_per_pass = 32;
   // Above this many runnable fibers the CFS period stretches to
-  // nr x min_granularity instead of sched_latency (sched_nr_latency).
-  static constexpr unsigned sched_nr_latency = 8;
+  // nr x min_granularity instead of sched_latency: the kernel's
+  // sched_nr_latency, latency / min_granularity rounded up (8 with the
+  // default granularities, whatever the scaling).
+  unsigned sched_nr_latency() const noexcept { return nr_latency_; }
 
   engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg = {});
 
@@ -493,15 +534,18 @@ class engine {
   }
 
   // should_preempt() is the running fiber's question at a preempt point:
-  // has a wake-up (or an active balance) asked it to yield, or has it used
-  // up its slice while others wait? `ran_ns` is how long it has run since
-  // its slice began (the backend measures it: the real one with the
-  // counter it reads at the preempt point anyway). No lock. Inline: a think
-  // loop asks it at every clock read.
+  // has someone asked it to yield (a wake-up, the tick, an active
+  // balance), or, under FIFO and LIFO, has it used up its fixed slice while
+  // others wait? `ran_ns` is how long it has run since its slice began (the
+  // backend measures it: the real one with the counter it reads at the
+  // preempt point anyway). The fair discipline ends a slice only at the
+  // tick, as the kernel's check_preempt_tick() does (tick()): the slice is
+  // recomputed there from the runqueue as it is then. No lock. Inline: a
+  // think loop asks it at every clock read.
   bool should_preempt(int cpu, std::int64_t ran_ns) const noexcept {
     const runqueue& q = rq(cpu);
     if (q.need_resched.load(std::memory_order_relaxed)) return true;
-    if (q.nr_queued.load(std::memory_order_relaxed) == 0) return false;
+    if (fair_ || q.nr_queued.load(std::memory_order_relaxed) == 0) return false;
     return ran_ns >= q.slice_ns;
   }
 
@@ -650,6 +694,7 @@ class engine {
   static void util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcept;
   void publish_load(runqueue& q) noexcept;
   void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
+  void check_preempt_tick(int cpu, runqueue& q) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
   // Whether q holds a fiber another worker could take: queued, unpinned,
   // and not the only runnable one (an idle worker's single queued fiber is
@@ -680,7 +725,8 @@ class engine {
   bool lifo_;  // LIFO discipline (policy::lifo_queue()), never with fair_
   bool tracks_load_;
   bool places_without_snapshot_;  // the policy's, asked once
-  bool pulls_when_idle_;          // the policy's, asked once
+  bool pulls_when_idle_;  // the policy's, asked once
+  unsigned nr_latency_ = 8;  // sched_nr_latency()
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
   std::unique_ptr<cpu_counters[]> counters_;

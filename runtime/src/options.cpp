@@ -240,6 +240,27 @@ const std::vector<option_rule>& rules() {
                        &options::cfs_min_granularity, 10, 10'000'000, "a time"));
     t.push_back(micros("cfs_wakeup_granularity", "USCHED_CFS_WAKEUP_GRANULARITY_US",
                        &options::cfs_wakeup_granularity, 0, 10'000'000, "a time"));
+    option_rule scaling;
+    scaling.field = "cfs_tunable_scaling";
+    scaling.variable = "USCHED_CFS_TUNABLE_SCALING";
+    scaling.parse = [](std::string_view s, options& o) {
+      if (s == "none") return o.cfs_tunable_scaling = options::tunable_scaling::none, true;
+      if (s == "log") return o.cfs_tunable_scaling = options::tunable_scaling::log, true;
+      if (s == "linear") return o.cfs_tunable_scaling = options::tunable_scaling::linear, true;
+      return false;
+    };
+    scaling.valid = [](const options& o) {
+      return o.cfs_tunable_scaling == options::tunable_scaling::none ||
+             o.cfs_tunable_scaling == options::tunable_scaling::log ||
+             o.cfs_tunable_scaling == options::tunable_scaling::linear;
+    };
+    scaling.same = [](const options& a, const options& b) {
+      return a.cfs_tunable_scaling == b.cfs_tunable_scaling;
+    };
+    scaling.show = [](const options& o) { return std::to_string(static_cast<int>(o.cfs_tunable_scaling)); };
+    scaling.complaint_env = expected("none, log or linear");
+    scaling.complaint_code = expected("tunable_scaling::none, log or linear");
+    t.push_back(std::move(scaling));
     t.push_back(flag("load_tracking", "USCHED_LOAD_TRACKING", &options::load_tracking, "off", "on"));
 
     option_rule stats;

@@ -72,14 +72,21 @@ struct options {
 
   // CFS-family local discipline (ignored by FIFO policies). The period over
   // which every runnable fiber should run once (sched_latency), the least a
-  // fiber runs before the slice can end (min_granularity), and how much
-  // smaller a woken fiber's vruntime must be to preempt the running one
-  // (wakeup_granularity). Defaults: the kernel's for 8+ CPUs (24 ms, 3 ms);
-  // the wake-up granularity is its unscaled 1 ms. Accepted: latency
-  // 100 us..10 s, min granularity 10 us..10 s, wake-up granularity 0..10 s.
-  std::chrono::microseconds cfs_latency{24000};
-  std::chrono::microseconds cfs_min_granularity{3000};
+  // fiber runs before the tick may end its slice (min_granularity), and how
+  // much smaller a woken fiber's vruntime must be to preempt the running one
+  // (wakeup_granularity). These are the kernel's normalized values (6 ms,
+  // 0.75 ms, 1 ms by default), which the runtime scales by its number of
+  // workers as the kernel scales them by its CPUs (sysctl_sched_tunable_
+  // scaling, USCHED_CFS_TUNABLE_SCALING): `log` (the kernel's default)
+  // multiplies them by 1 + log2(min(workers, 8)), so 8 or more workers get
+  // 24 ms, 3 ms and 4 ms; `linear` by min(workers, 8); `none` uses them as
+  // they are. Accepted: latency 100 us..10 s, min granularity 10 us..10 s,
+  // wake-up granularity 0..10 s.
+  std::chrono::microseconds cfs_latency{6000};
+  std::chrono::microseconds cfs_min_granularity{750};
   std::chrono::microseconds cfs_wakeup_granularity{1000};
+  enum class tunable_scaling { none, log, linear };
+  tunable_scaling cfs_tunable_scaling = tunable_scaling::log;
 
   // PELT load tracking under fair policies (USCHED_LOAD_TRACKING=0 turns it
   // off). Off, every load signal reads 0 and the CFS balancer decides on
