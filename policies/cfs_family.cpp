@@ -26,7 +26,6 @@ bool cfs_policy::odd_pick(const balance_request& req, const balance_decision& d)
 cfs_features cfs_v59_features() noexcept {
   cfs_features f;
   f.llc_migrate_task = false;
-  f.idlest_util_tiebreak = false;
   f.v59_load_detach = true;
   f.wide_imbalance_pct = 125;
   f.busy_factor = 32;

@@ -40,8 +40,12 @@ struct cfs_features {
   // load of blocked fibers (load_avg). Off: runnable load only.
   bool group_load_includes_blocked = false;
 
-  // seeds/004 (v5.10): among idlest-group candidates with equal idle workers,
-  // the one with the lowest utilization wins. Off: the first found stays.
+  // seeds/004: among idlest-group candidates with equal idle workers, the
+  // one with the lowest utilization wins (commit 3edecfef0285, "sched/fair:
+  // update_pick_idlest() Select group with lowest group_util when idle_cpus
+  // are equal", merged for v5.9, kept in v5.10). Off: the first found stays,
+  // as before it and as the revert the thread argues for
+  // (`cfs-no-idlest-util`).
   bool idlest_util_tiebreak = true;
 
   // v5.9's detach rule for migrate_load (load/2 > imbalance is skipped while

@@ -14,9 +14,10 @@
 // come from.
 //
 // The other v5.9 settings that v5.10 changed are reproduced too:
-// imbalance_pct 125 above the LLC, busy_factor 32, the v5.9 migrate_load
-// detach rule (load/2 > imbalance while nr_balance_failed <=
-// cache_nice_tries), and no utilization tie-break in find_idlest_group.
+// imbalance_pct 125 above the LLC, busy_factor 32, and the v5.9
+// migrate_load detach rule (load/2 > imbalance while nr_balance_failed <=
+// cache_nice_tries). v5.9 already has the utilization tie-break of
+// find_idlest_group (seeds/004), so this policy has it too.
 #include "cfs_family.hpp"
 
 namespace usched {

@@ -159,6 +159,14 @@ TEST_CASE("seed 004: equal idle workers, the less utilized group wins only with 
     CHECK(cpus_of(cfs::find_idlest_group(req, sys, 0, with_tiebreak(false))) == std::vector{2, 3});
     CHECK(cfs::select_task_rq(req, with_tiebreak(false)) == 2);
   }
+  SECTION("the registered policies: v5.9 has the tie-break, cfs-no-idlest-util is the revert") {
+    for (const char* name : {"cfs", "cfs-v5.9", "cfs-v5.9-weight1", "cfs-v5.9-idle", "cfs-v5.9-failshift",
+                             "cfs-blocked-load", "cfs-numa-mel"}) {
+      INFO(name);
+      CHECK(usched::make_policy(name)->select_cpu(req) == 4);
+    }
+    CHECK(usched::make_policy("cfs-no-idlest-util")->select_cpu(req) == 2);
+  }
   SECTION("a less utilized group found first is kept either way") {
     m.run(3, full_load, -1, 300).run(5, full_load, -1, 500);
     const placement_request swapped = m.spawn(0);
