@@ -29,6 +29,7 @@ cfs_features cfs_v59_features() noexcept {
   f.v59_load_detach = true;
   f.wide_imbalance_pct = 125;
   f.busy_factor = 32;
+  f.smt_ignores_cache_hot = false;
   return f;
 }
 

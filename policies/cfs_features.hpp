@@ -61,6 +61,11 @@ struct cfs_features {
   // v5.10, 32 in v5.9.
   unsigned busy_factor = 16;
 
+  // task_hot() returns "not hot" between SMT siblings (commit ec73240b1627,
+  // "sched/fair: Ignore cache hotness for SMT migration", v5.10). v5.9
+  // tests hotness at the SMT level like any other.
+  bool smt_ignores_cache_hot = true;
+
   // seeds/002: the idle-destination rule of NUMA placement.
   numa_idle_rule numa_rule = numa_idle_rule::srikar;
 

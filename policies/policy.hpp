@@ -211,6 +211,12 @@ class policy {
   // (sd->busy_factor).
   virtual unsigned busy_factor() const noexcept { return 16; }
 
+  // Whether balancing between SMT siblings ignores cache hotness: they share
+  // every cache, so nothing is hot between them (task_hot()'s
+  // SD_SHARE_CPUCAPACITY test, commit ec73240b1627, v5.10). The fair
+  // discipline only: the others never test hotness.
+  virtual bool smt_ignores_cache_hot() const noexcept { return true; }
+
   // odd_pick() tells whether the decision `d` picked a busiest group with no
   // stacked worker (nr_running >= 2) over another group that has one: the
   // seed-003 thread's dbg_odd_cnt. Counted per level when counts_odd_picks().

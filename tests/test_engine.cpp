@@ -369,6 +369,39 @@ TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[en
   CHECK(ran != nullptr);
 }
 
+TEST_CASE("engine: between SMT siblings a cache-hot fiber moves under cfs (v5.10), not under cfs-v5.9",
+          "[engine][cfs]") {
+  // task_hot() ignores hotness between SMT siblings since v5.10 (commit
+  // ec73240b1627). Worker 0 runs b; a ran until 0.2 ms ago (hot: less than
+  // the 0.5 ms migration cost) and waits. Worker 1, its sibling, goes idle.
+  // Two CPUs: a 12 ms period.
+  constexpr std::int64_t us = 1'000;
+  for (const char* policy : {"cfs", "cfs-v5.9"}) {
+    INFO(policy);
+    engine e = make_engine("pack:1 core:1 pu:2", 2, policy);
+    std::vector<usched::cpu_snapshot> scratch;
+    sched_entity a, b;
+    e.enqueue(0, &a, enqueue_kind::spawn, 0);
+    e.enqueue(0, &b, enqueue_kind::spawn, 0);
+    // START_DEBIT: b (6 ms of vruntime) runs before a (12 ms) until its
+    // vruntime passes a's; then a runs until it passes b's.
+    sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+    REQUIRE(c == &b);
+    c = e.pick_next(0, c, prev_action::requeue, 7000 * us);
+    REQUIRE(c == &a);
+    c = e.pick_next(0, c, prev_action::requeue, 9000 * us);
+    REQUIRE(c == &b);  // a ran until 9 ms and is queued
+    const unsigned pulled = e.newidle_balance(1, 9200 * us, 1, scratch);
+    if (std::string(policy) == "cfs") {
+      CHECK(pulled == 1);
+      CHECK(e.rq(1).nr_running == 1);
+    } else {
+      CHECK(pulled == 0);  // hot, and no failures yet at this level
+      CHECK(e.rq(0).nr_running == 2);
+    }
+  }
+}
+
 TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",
           "[engine][cfs]") {
   // Seed 000's stranded wake-up: a hog picked while alone on its worker,

@@ -41,6 +41,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       tracks_load_(fair_ && cfg_.load_tracking),
       places_without_snapshot_(policy_->places_without_snapshot()),
       pulls_when_idle_(policy_->pulls_when_idle()),
+      smt_ignores_cache_hot_(policy_->smt_ignores_cache_hot()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   // The granularities grow with the machine (update_sysctl()); sched_nr_
@@ -586,9 +587,11 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
                          ? capacity_scale
                          : domains_.cpu_capacity[static_cast<std::size_t>(decision.busiest)];
   // Whether a fiber is cache-hot (it ran less than the migration cost ago);
-  // the policy decides what that means. SMT siblings share every cache, so
-  // nothing is hot between them (task_hot()).
-  const bool hot_check = fair_ && sd && !sd->has_flag(SD_SHARE_CPUCAPACITY);
+  // the policy decides what that means. Since v5.10 nothing is hot between
+  // SMT siblings, which share every cache (task_hot()); the policy says
+  // whether it follows that.
+  const bool hot_check =
+      fair_ && sd && !(sd->has_flag(SD_SHARE_CPUCAPACITY) && smt_ignores_cache_hot_);
   unsigned n = 0;
   src.lock.lock();
   if (tracks_load()) {

@@ -726,6 +726,7 @@ class engine {
   bool tracks_load_;
   bool places_without_snapshot_;  // the policy's, asked once
   bool pulls_when_idle_;  // the policy's, asked once
+  bool smt_ignores_cache_hot_;  // the policy's, asked once
   unsigned nr_latency_ = 8;  // sched_nr_latency()
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
