@@ -237,17 +237,21 @@ int wake_affine(const placement_request& req, const sched_domain& sd, int this_c
     return idle_cpu(req, prev_cpu) ? prev_cpu : this_cpu;
   }
 
-  // WA_WEIGHT with WA_BIAS: compare the waker's load with the fiber added
-  // against prev's load, each scaled by the other side's capacity, prev's
-  // side inflated by half the domain's imbalance margin so that ties and
-  // near-ties keep the fiber where its cache is.
+  // WA_WEIGHT with WA_BIAS (wake_affine_weight(), v5.9/v5.10): compare the
+  // waker's load with the fiber added against prev's load with the fiber
+  // taken out, each scaled by the other side's capacity, prev's side
+  // inflated by half the domain's imbalance margin so that ties and
+  // near-ties keep the fiber where its cache is. The loads are cpu_load(),
+  // load_avg since v5.7: prev's still holds the sleeping fiber's blocked
+  // load, which is why it is subtracted there (task_h_load(p)). There are no
+  // sync wake-ups (WF_SYNC), so the waker's own load is never taken out.
   const unsigned pct = f.imbalance_pct(sd);
   const wide task_load = static_cast<wide>(req.fiber.load_avg);
-  wide this_eff_load = static_cast<wide>(snap(req, this_cpu).runnable_load) + task_load;
+  wide this_eff_load = static_cast<wide>(snap(req, this_cpu).load_avg) + task_load;
   this_eff_load *= 100;
   this_eff_load *= static_cast<wide>(snap(req, prev_cpu).capacity);
 
-  wide prev_eff_load = static_cast<wide>(snap(req, prev_cpu).runnable_load);
+  wide prev_eff_load = static_cast<wide>(snap(req, prev_cpu).load_avg) - task_load;
   prev_eff_load *= 100 + (static_cast<wide>(pct) - 100) / 2;
   prev_eff_load *= static_cast<wide>(snap(req, this_cpu).capacity);
 

@@ -451,22 +451,31 @@ TEST_CASE("wake_affine: WA_WEIGHT picks the lighter side", "[cfs][placement]") {
   REQUIRE(pkg.level == usched::sd_level::pkg);
 
   SECTION("a light waker takes the fiber") {
-    m.run(0, 1024).run(4, 3072);  // (1024 + 1024) * 100 < 3072 * 108
+    m.run(0, 1024).run(4, 3072);  // (1024 + 1024) * 100 < (3072 - 1024) * 108
     CHECK(cfs::wake_affine(m.wake(0, 4), pkg, 0, 4, cfs_features{}) == 0);
   }
+  SECTION("the fiber's own blocked load on prev does not count against prev") {
+    // (1024 + 1024) * 100 = 204800 against (2048 - 1024) * 108 = 110592:
+    // prev. Counting the sleeping fiber's load on prev (2048 * 108) would
+    // have sent it to the waker.
+    m.run(0, 1024).run(4, 2048);
+    CHECK(cfs::wake_affine(m.wake(0, 4), pkg, 0, 4, cfs_features{}) == 4);
+  }
   SECTION("a heavy waker leaves it at prev") {
-    m.run(0, 2048).run(4, 1024);  // 3072 * 100 > 1024 * 108
+    m.run(0, 2048).run(4, 1024);  // 3072 * 100 > 0 * 108
     CHECK(cfs::wake_affine(m.wake(0, 4), pkg, 0, 4, cfs_features{}) == 4);
     // ... and select_idle_sibling finds the idle core of prev's LLC.
     CHECK(cfs::select_task_rq(m.wake(0, 4), cfs_features{}) == 6);
   }
   SECTION("WA_BIAS follows the domain's imbalance_pct") {
-    m.run(0, 100).run(4, 1024);  // 1124 * 100 = 112400 vs 1024 * 108 = 110592 or * 112 = 114688
+    // A fiber of load 100: (1024 + 100) * 100 = 112400 against
+    // (1124 - 100) * 108 = 110592, or * 112 = 114688.
+    m.run(0, 1024).run(4, 1124);
     cfs_features v510;
-    CHECK(cfs::wake_affine(m.wake(0, 4), pkg, 0, 4, v510) == 4);
+    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v510) == 4);
     cfs_features v59;
     v59.wide_imbalance_pct = 125;
-    CHECK(cfs::wake_affine(m.wake(0, 4), pkg, 0, 4, v59) == 0);
+    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v59) == 0);
   }
 }
 
