@@ -30,6 +30,7 @@ cfs_features cfs_v59_features() noexcept {
   f.wide_imbalance_pct = 125;
   f.busy_factor = 32;
   f.smt_ignores_cache_hot = false;
+  f.shortens_busy_interval = false;
   return f;
 }
 

@@ -28,6 +28,7 @@ class cfs_policy final : public policy {
   bool fair_queue() const noexcept override { return true; }
   unsigned busy_factor() const noexcept override { return features_.busy_factor; }
   bool smt_ignores_cache_hot() const noexcept override { return features_.smt_ignores_cache_hot; }
+  bool shortens_busy_interval() const noexcept override { return features_.shortens_busy_interval; }
   bool counts_odd_picks() const noexcept override { return true; }
   bool odd_pick(const balance_request& req, const balance_decision& d) const override;
 

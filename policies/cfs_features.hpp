@@ -66,6 +66,10 @@ struct cfs_features {
   // tests hotness at the SMT level like any other.
   bool smt_ignores_cache_hot = true;
 
+  // get_sd_balance_interval() takes one jiffy off a busy CPU's interval
+  // (v5.10); v5.9 does not.
+  bool shortens_busy_interval = true;
+
   // seeds/002: the idle-destination rule of NUMA placement.
   numa_idle_rule numa_rule = numa_idle_rule::srikar;
 

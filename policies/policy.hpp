@@ -217,6 +217,11 @@ class policy {
   // discipline only: the others never test hotness.
   virtual bool smt_ignores_cache_hot() const noexcept { return true; }
 
+  // Whether a busy worker's periodic interval is one tick shorter than
+  // balance_interval x busy_factor (get_sd_balance_interval(), v5.10), so
+  // that the levels do not balance in step.
+  virtual bool shortens_busy_interval() const noexcept { return true; }
+
   // odd_pick() tells whether the decision `d` picked a busiest group with no
   // stacked worker (nr_running >= 2) over another group that has one: the
   // seed-003 thread's dbg_odd_cnt. Counted per level when counts_odd_picks().

@@ -309,7 +309,9 @@ TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them st
     // The same with the busy worker's fiber reaching preempt points: after
     // cache_nice_tries + 2 failed periodic passes (3 ms apart at this 3-worker
     // LLC) the idle worker asks for an active balance, and the busy worker
-    // pushes the fiber it was running: about 12 ms, the thread's p99.
+    // gives it the fiber that ran least recently at its next switch. (On the
+    // thread's 40-CPU LLC the passes are 40 ms apart or more: its 12 ms
+    // tails are the tick's slice, not this.)
     engine e = make_engine("pack:1 l3:1 core:3 pu:1", 3, "cfs-v5.9");
     std::deque<sched_entity> f(4);
     const int ticks = run_stacking(e, f, 100, true);
@@ -400,6 +402,53 @@ TEST_CASE("engine: between SMT siblings a cache-hot fiber moves under cfs (v5.10
       CHECK(e.rq(0).nr_running == 2);
     }
   }
+}
+
+TEST_CASE("engine: the periodic interval is busy_factor times longer on a busy worker, one tick less since v5.10",
+          "[engine][cfs]") {
+  constexpr std::int64_t ms = 1'000'000;
+  engine v510 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+  engine v59 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs-v5.9");
+  usched::detail::sd_balance_state st;
+  st.balance_interval_ns = 2 * ms;  // the LLC's min_interval: its 2 workers
+  CHECK(v510.balance_interval(st, false) == 2 * ms);
+  CHECK(v510.balance_interval(st, true) == 2 * 16 * ms - ms);
+  CHECK(v59.balance_interval(st, true) == 2 * 32 * ms);
+  // max_load_balance_interval: 100 ms per CPU.
+  st.balance_interval_ns = 1000 * ms;
+  CHECK(v510.balance_interval(st, false) == 200 * ms);
+  CHECK(v59.balance_interval(st, true) == 200 * ms);
+}
+
+TEST_CASE("engine: a level this worker may not balance counts as balanced and ends the tick's climb",
+          "[engine][cfs]") {
+  // should_we_balance(): at the package level of "pack:1 core:2 pu:2" the
+  // group {0, 1} is balanced by its first idle worker, or by worker 0 when
+  // none is idle. Worker 1's tick then takes load_balance()'s balanced exit
+  // (failures reset, the interval doubles) and updates last_balance, as
+  // rebalance_domains() does, without a pass.
+  constexpr std::int64_t ms = 1'000'000;
+  engine e = make_engine("pack:1 core:2 pu:2", 4, "cfs");
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(4);
+  for (int c = 0; c < 4; ++c) {
+    e.enqueue(c, &f[static_cast<std::size_t>(c)], enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(c, nullptr, prev_action::requeue, 0) == &f[static_cast<std::size_t>(c)]);
+  }
+  REQUIRE(e.domains().per_cpu[1].size() == 2);
+  auto& st = e.balance_state(1, 1);
+  const std::int64_t min_iv = st.balance_interval_ns;
+  st.nr_balance_failed = 2;
+  const std::uint64_t attempts = e.counters(1, 1).attempts;
+  const std::int64_t now = 1000 * ms;
+  e.tick(1, now, 1, scratch);
+  CHECK(st.last_balance == now);
+  CHECK(st.nr_balance_failed == 0);
+  CHECK(st.balance_interval_ns == 2 * min_iv);
+  CHECK(e.counters(1, 1).attempts == attempts);
+  // Worker 0 balances the level itself.
+  e.tick(0, now, 1, scratch);
+  CHECK(e.counters(0, 1).attempts == 1);
 }
 
 TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",
@@ -561,21 +610,71 @@ TEST_CASE("engine: a wake-up within the granularity does not preempt", "[engine]
   CHECK(e.counters(0).wakeup_preemptions == 1);
 }
 
-TEST_CASE("engine: an active balance pushes the running fiber even if nothing else is queued", "[engine][cfs]") {
+TEST_CASE("engine: an active balance moves the fiber that ran least recently, at the next switch",
+          "[engine][cfs]") {
+  // active_load_balance_cpu_stop(): the stopper runs at once on the busiest
+  // worker and detach_one_task() takes the task picked least recently; the
+  // one it preempted was picked last. Here the request is served at the
+  // running fiber's next switch.
+  constexpr std::int64_t ms = 1'000'000;
   engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
-  sched_entity a;
+  sched_entity a, b;
   e.enqueue(0, &a, enqueue_kind::spawn, 0);
-  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+  e.enqueue(0, &b, enqueue_kind::spawn, 0);
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c == &b);  // the smaller START_DEBIT
+  c = e.pick_next(0, c, prev_action::requeue, 6 * ms);
+  REQUIRE(c == &a);  // b ran until 6 ms; a never ran before now
+  c = e.pick_next(0, c, prev_action::requeue, 12 * ms);
+  REQUIRE(c == &b);  // a ran from 6 to 12 ms: b was picked last
   e.rq(0).active_balance_dst = 1;
   int pushed = -1;
-  // The yield hands a to worker 1 and leaves worker 0 with nothing to run:
-  // the caller must go idle, not switch to a null fiber.
-  CHECK(e.pick_next(0, &a, prev_action::requeue, 1'000'000, &pushed) == nullptr);
+  // The preemption requeues b; a, picked at 6 ms, ran least recently and
+  // moves; b runs on.
+  CHECK(e.pick_next(0, &b, prev_action::requeue, 13 * ms, &pushed) == &b);
   CHECK(pushed == 1);
-  CHECK(e.rq(0).idle.load());
+  CHECK(e.rq(0).active_balance_dst.load() == -1);
   CHECK(e.rq(1).nr_running == 1);
   CHECK(e.counters(0).active_pushes == 1);
-  CHECK(e.pick_next(1, nullptr, prev_action::requeue, 1'000'000) == &a);
+  CHECK(e.pick_next(1, nullptr, prev_action::requeue, 13 * ms) == &a);
+}
+
+TEST_CASE("engine: an active balance is abandoned when fewer than two fibers are runnable, and ends with a block",
+          "[engine][cfs]") {
+  constexpr std::int64_t ms = 1'000'000;
+  SECTION("only the running fiber: it stays") {
+    engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+    sched_entity a;
+    e.enqueue(0, &a, enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+    e.rq(0).active_balance_dst = 1;
+    int pushed = -1;
+    CHECK(e.pick_next(0, &a, prev_action::requeue, ms, &pushed) == &a);
+    CHECK(pushed == -1);
+    CHECK(e.counters(0).active_abandoned == 1);
+    CHECK(e.rq(0).active_balance_dst.load() == -1);
+    CHECK(e.rq(1).nr_running == 0);
+  }
+  SECTION("the running fiber blocks: the request ends with it, and a later switch moves nothing") {
+    engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+    sched_entity a, b;
+    e.enqueue(0, &a, enqueue_kind::spawn, 0);
+    e.enqueue(0, &b, enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &b);
+    e.rq(0).active_balance_dst = 1;
+    int pushed = -1;
+    // b blocks: a alone is runnable, and runs here.
+    CHECK(e.pick_next(0, &b, prev_action::block, ms, &pushed) == &a);
+    CHECK(pushed == -1);
+    CHECK(e.counters(0).active_abandoned == 1);
+    CHECK(e.rq(0).active_balance_dst.load() == -1);
+    // b wakes behind a; the next preemption keeps both here.
+    e.enqueue(0, &b, enqueue_kind::wakeup, 2 * ms);
+    e.pick_next(0, &a, prev_action::requeue, 3 * ms, &pushed);
+    CHECK(pushed == -1);
+    CHECK(e.rq(0).nr_running == 2);
+    CHECK(e.counters(0).active_pushes == 0);
+  }
 }
 
 TEST_CASE("engine: a local spawn runs next, one slot deep, and is stolen last", "[engine]") {

@@ -105,8 +105,8 @@ TEST_CASE("sim: seed 000's stacking ends as the engine test says, through the si
     // migrate_util: worker 1's spare capacity stays below either hog's
     // util, and every pass fails; the simulated fibers reach preempt points,
     // so after cache_nice_tries + 2 failed periodic passes worker 1 asks for
-    // an active balance and worker 0 pushes the fiber it is running (the
-    // engine test's third case).
+    // an active balance and worker 0 gives it the fiber that ran least
+    // recently (the engine test's third case).
     const auto& llc = sim->eng().counters(1, 0);
     CHECK(llc.moved[task] == 0);
     CHECK(llc.moved[util] == 0);

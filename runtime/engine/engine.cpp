@@ -42,6 +42,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       places_without_snapshot_(policy_->places_without_snapshot()),
       pulls_when_idle_(policy_->pulls_when_idle()),
       smt_ignores_cache_hot_(policy_->smt_ignores_cache_hot()),
+      shortens_busy_interval_(policy_->shortens_busy_interval()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   // The granularities grow with the machine (update_sysctl()); sched_nr_
@@ -226,6 +227,21 @@ void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcep
     q.need_resched.store(true, std::memory_order_relaxed);
     counters_[static_cast<std::size_t>(cpu)].wakeup_preemptions.add();
   }
+}
+
+// balance_interval(): the kernel's get_sd_balance_interval(): the level's
+// interval, stretched by busy_factor on a busy worker, where v5.10 takes one
+// tick off so that the levels' periods are not multiples of each other;
+// at least one tick and at most max_load_balance_interval (HZ x CPUs / 10
+// jiffies: 100 ms a CPU).
+std::int64_t engine::balance_interval(const sd_balance_state& st, bool busy) const noexcept {
+  std::int64_t interval = st.balance_interval_ns;
+  if (busy) {
+    interval *= policy_->busy_factor();
+    if (shortens_busy_interval_) interval -= cfg_.tick_ns;
+  }
+  const std::int64_t max_interval = static_cast<std::int64_t>(nr_cpus()) * 100 * ns_per_ms;
+  return std::clamp(interval, cfg_.tick_ns, std::max(cfg_.tick_ns, max_interval));
 }
 
 // check_preempt_tick(): the tick's end of a slice (the kernel's
@@ -459,18 +475,12 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   if (yielding) action = prev_action::requeue;
   q.lock.lock();
   if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
-  bool push = false;
   bool load_changed = false;
-  int push_dst = -1;
-  if (prev && action == prev_action::requeue && q.active_balance_dst.load(std::memory_order_relaxed) >= 0) {
-    push_dst = q.active_balance_dst.exchange(-1, std::memory_order_relaxed);
-    push = push_dst != cpu && (prev->pinned < 0 || prev->pinned == push_dst);
-  }
   if (prev) {
     prev->wake_pending = false;
     assert(q.curr == prev);
     update_curr(q, now);
-    const bool requeue = action == prev_action::requeue && !push;
+    const bool requeue = action == prev_action::requeue;
     if (tracks_load()) load_changed = update_load(q, now(), !requeue);
     q.curr = nullptr;
     if (requeue) {
@@ -481,16 +491,31 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
       if (tracks_load()) {
         q.pelt.dequeue_runnable(prev->avg);
         util_est_dequeue(q, *prev, action == prev_action::block);
-        // A finished or pushed fiber's load leaves with it; a blocked one's
-        // stays and decays.
-        if (action == prev_action::exit || push) q.pelt.detach(prev->avg);
+        // A finished fiber's load leaves with it; a blocked one's stays and
+        // decays.
+        if (action == prev_action::exit) q.pelt.detach(prev->avg);
       }
-      if (push && fair_) prev->vruntime -= q.min_vruntime;  // relative while in flight
       load_changed = true;
       // Last: from here a waker that claimed the fiber may enqueue it (and
       // update its load signals) elsewhere; the release orders our reads of
       // them before that.
       prev->on_rq.store(false, std::memory_order_release);
+    }
+  }
+  // An active balance asked of this worker is served at its first switch
+  // after the request, whatever the switch is: the kernel's stopper runs
+  // before the task it preempted can do anything else.
+  sched_entity* pushed = nullptr;
+  int push_dst = -1;
+  if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
+    push_dst = q.active_balance_dst.exchange(-1, std::memory_order_relaxed);
+    pushed = active_balance_victim(q, push_dst);
+    if (pushed) {
+      if (tracks_load()) pelt_update(pushed->avg, now(), pushed->weight, true, false);
+      detach_entity(q, *pushed);
+      load_changed = true;
+    } else {
+      counters_[static_cast<std::size_t>(cpu)].active_abandoned.add();
     }
   }
   sched_entity* next = queue_first(q);
@@ -536,14 +561,63 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // enqueue and dequeue and at the end of every period.
   }
   q.lock.unlock();
-  if (push) {
-    // The kernel's active balance: the busiest worker's own stopper moves
-    // the task it was running to the worker that asked, whatever its util.
-    attach_fibers(push_dst, &prev, 1, now);
+  if (pushed) {
+    attach_fibers(push_dst, &pushed, 1, now);
     counters_[static_cast<std::size_t>(cpu)].active_pushes.add();
+    // The worker that asked starts its failure count afresh at the lowest
+    // level it shares with this one (the stopper's reset); it applies it
+    // at its next pass.
+    const auto& chain = domains_.per_cpu[static_cast<std::size_t>(push_dst)];
+    for (std::size_t l = 0; l < chain.size(); ++l) {
+      const auto& span = chain[l].span;
+      if (std::find(span.begin(), span.end(), cpu) != span.end()) {
+        rq(push_dst).active_balance_done.store(static_cast<int>(l) + 1, std::memory_order_relaxed);
+        break;
+      }
+    }
     if (pushed_to) *pushed_to = push_dst;
   }
   return next;
+}
+
+// active_balance_victim(): what the stopper of an active balance moves
+// (active_load_balance_cpu_stop(), v5.9/v5.10): nothing unless the worker
+// still has two runnable fibers, the stacking the request was for (the
+// running one has just been requeued or has left); else the fiber that ran
+// least recently of those that may run on `dst`. The kernel walks its
+// cfs_tasks list, most recently picked first, from the tail
+// (detach_one_task()); with nr_balance_failed raised past cache_nice_tries
+// by the request, hotness and util do not stop it. q is locked, curr off
+// it.
+sched_entity* engine::active_balance_victim(runqueue& q, int dst) noexcept {
+  if (dst < 0 || static_cast<std::size_t>(dst) >= nr_cpus() || &rq(dst) == &q) return nullptr;
+  if (q.nr_running < 2) return nullptr;
+  sched_entity* best = nullptr;
+  const auto consider = [&](sched_entity* se) {
+    if (se->pinned >= 0 && se->pinned != dst) return;
+    if (!best || se->exec_start < best->exec_start) best = se;
+  };
+  if (fair_) {
+    for (sched_entity& se : q.timeline) consider(&se);
+  } else {
+    for (sched_entity* se = q.head; se; se = se->rq_next) consider(se);
+  }
+  return best;
+}
+
+// detach_entity(): take a queued fiber off `src` (locked) to move it to
+// another worker: its runnable load leaves, its vruntime becomes relative.
+void engine::detach_entity(runqueue& src, sched_entity& se) noexcept {
+  queue_remove(src, &se);
+  --src.nr_running;
+  src.load_weight -= se.weight;
+  if (tracks_load()) {
+    src.pelt.dequeue_runnable(se.avg);
+    src.pelt.detach(se.avg);
+    util_est_dequeue(src, se, false);
+  }
+  se.on_rq.store(false, std::memory_order_relaxed);
+  if (fair_) se.vruntime -= src.min_vruntime;  // relative while in flight
 }
 
 bool engine::wake_running(sched_entity* se) {
@@ -617,16 +691,7 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
       continue;
     }
     env.imbalance -= verdict.amount;
-    queue_remove(src, se);
-    --src.nr_running;
-    src.load_weight -= se->weight;
-    if (tracks_load()) {
-      src.pelt.dequeue_runnable(se->avg);
-      src.pelt.detach(se->avg);
-      util_est_dequeue(src, *se, false);
-    }
-    se->on_rq.store(false, std::memory_order_relaxed);
-    if (fair_) se->vruntime -= src.min_vruntime;  // relative while in flight
+    detach_entity(src, *se);
     out[n++] = se;
     se = next;
   }
@@ -675,6 +740,13 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
   sd_balance_state& st = sd_state_[c][level];
   level_counters& lc = level_counters_[c][level];
   lc.attempts.add();
+  // An active balance this worker asked for has moved a fiber here: the
+  // stopper's reset of the failure count, at the lowest level that spans
+  // both workers (there the request was made, or lower).
+  if (const int done = rqs_[c].active_balance_done.load(std::memory_order_relaxed)) {
+    rqs_[c].active_balance_done.store(0, std::memory_order_relaxed);
+    sd_state_[c][static_cast<std::size_t>(done - 1)].nr_balance_failed = 0;
+  }
   const std::int64_t min_iv = static_cast<std::int64_t>(sd.min_interval_ms) * ns_per_ms;
   const std::int64_t max_iv = static_cast<std::int64_t>(sd.max_interval_ms) * ns_per_ms;
 
@@ -717,9 +789,13 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
     // cannot stop it; it asks it to yield at its next preempt point and to
     // push the fiber it was running over to us then (pick_next).
     runqueue& busiest = rq(d.busiest);
-    busiest.active_balance_dst.store(cpu, std::memory_order_relaxed);
-    busiest.need_resched.store(true, std::memory_order_relaxed);
-    active_requests_.n.fetch_add(1, std::memory_order_relaxed);
+    // One request at a time per busiest worker (busiest->active_balance);
+    // the failure count is raised whether or not this one was new.
+    int none = -1;
+    if (busiest.active_balance_dst.compare_exchange_strong(none, cpu, std::memory_order_relaxed)) {
+      busiest.need_resched.store(true, std::memory_order_relaxed);
+      active_requests_.n.fetch_add(1, std::memory_order_relaxed);
+    }
     st.nr_balance_failed = tries + 1;
     if (st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
   } else {
@@ -805,19 +881,33 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
   }
   tick_result r;
   if (!policy_->balances_periodically()) return r;
+  // rebalance_domains(): each level whose interval has passed since its
+  // last balance is balanced, narrowest first.
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
-  const bool busy = !q.idle.load(std::memory_order_relaxed);
-  const cpu_idle_type idle = busy ? cpu_idle_type::not_idle : cpu_idle_type::idle;
+  bool busy = !q.idle.load(std::memory_order_relaxed);
+  cpu_idle_type idle = busy ? cpu_idle_type::not_idle : cpu_idle_type::idle;
   unsigned pulled = 0;
   for (std::size_t level = 0; level < chain.size(); ++level) {
     sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
-    const std::int64_t interval = st.balance_interval_ns * (busy ? policy_->busy_factor() : 1);
-    if (now() - st.last_balance < interval) continue;
-    // Only one worker of a group balances a level at a time; if it is not
-    // us, the wider levels are not ours either this tick.
-    if (!should_we_balance(cpu, level, idle)) break;
-    pulled += load_balance(cpu, level, pulled ? cpu_idle_type::not_idle : idle, now, random, scratch);
+    if (now() - st.last_balance < balance_interval(st, busy)) continue;
     st.last_balance = now();
+    // Only one worker of a group balances a level at a time; if it is not
+    // us, the wider levels are not ours either this tick. load_balance()
+    // takes its balanced exit then: the failures reset, the interval backs
+    // off.
+    if (!should_we_balance(cpu, level, idle)) {
+      st.nr_balance_failed = 0;
+      const auto max_iv = static_cast<std::int64_t>(chain[level].max_interval_ms) * ns_per_ms;
+      if (st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
+      break;
+    }
+    const unsigned n = load_balance(cpu, level, idle, now, random, scratch);
+    if (n > 0) {
+      // The worker has work now: the wider levels balance as a busy one.
+      pulled += n;
+      idle = cpu_idle_type::not_idle;
+      busy = true;
+    }
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
   }
   r.pulled = pulled;

@@ -136,7 +136,8 @@ struct cpu_counters {
   stat_counter wake_other;        // ... anywhere else
   stat_counter wakeup_preemptions;// wake-ups that asked the running fiber to yield
   stat_counter tick_preemptions;  // ticks that ended the running fiber's slice
-  stat_counter active_pushes;     // running fibers it pushed to another worker (active balance)
+  stat_counter active_pushes;     // fibers it moved to another worker for an active balance
+  stat_counter active_abandoned;  // active balances asked of it that found too little to move
 };
 
 // A worker's runqueue.
@@ -168,8 +169,12 @@ struct alignas(64) runqueue {
   std::atomic<unsigned> nr_queued{0};
   std::atomic<unsigned> nr_pinned{0};
   // Active balance: a worker whose balancing kept failing asks this one to
-  // push its running fiber over at its next yield (-1: no request).
+  // give it a fiber at its next switch (-1: no request).
   std::atomic<int> active_balance_dst{-1};
+  // Set by the worker that served an active balance this one asked for:
+  // 1 + the lowest level of this worker's domains that spans both, whose
+  // failure count this worker resets at its next pass (0: none).
+  std::atomic<int> active_balance_done{0};
   unsigned long load_weight = 0;  // summed weight of queued + curr (under the lock)
 
   // The fair discipline and load tracking, under the lock.
@@ -583,6 +588,12 @@ class engine {
   // balances `level` this time: the first idle one, or the first one.
   bool should_we_balance(int cpu, std::size_t level, cpu_idle_type idle) const;
 
+  // balance_interval() is how long a level waits between two periodic
+  // passes (get_sd_balance_interval()): `st`'s interval, times the policy's
+  // busy_factor while the worker is busy, less one tick there where the
+  // policy follows v5.10; clamped to one tick .. 100 ms per worker
+  // (max_load_balance_interval).
+  std::int64_t balance_interval(const sd_balance_state& st, bool busy) const noexcept;
   sd_balance_state& balance_state(int cpu, std::size_t level) noexcept {
     return sd_state_[static_cast<std::size_t>(cpu)][level];
   }
@@ -695,6 +706,8 @@ class engine {
   void publish_load(runqueue& q) noexcept;
   void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
   void check_preempt_tick(int cpu, runqueue& q) noexcept;
+  sched_entity* active_balance_victim(runqueue& q, int dst) noexcept;
+  void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
   // Whether q holds a fiber another worker could take: queued, unpinned,
   // and not the only runnable one (an idle worker's single queued fiber is
@@ -727,6 +740,7 @@ class engine {
   bool places_without_snapshot_;  // the policy's, asked once
   bool pulls_when_idle_;  // the policy's, asked once
   bool smt_ignores_cache_hot_;  // the policy's, asked once
+  bool shortens_busy_interval_;  // the policy's, asked once
   unsigned nr_latency_ = 8;  // sched_nr_latency()
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
