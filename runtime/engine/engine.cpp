@@ -932,6 +932,7 @@ void engine::add_counters(int cpu, worker_stats& out) const {
   out.wakeup_preemptions = c.wakeup_preemptions;
   out.tick_preemptions = c.tick_preemptions;
   out.active_pushes = c.active_pushes;
+  out.active_abandoned = c.active_abandoned;
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   for (std::size_t l = 0; l < chain.size(); ++l) {
     const level_counters& lc = counters(cpu, l);
