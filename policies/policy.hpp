@@ -222,6 +222,14 @@ class policy {
   // that the levels do not balance in step.
   virtual bool shortens_busy_interval() const noexcept { return true; }
 
+  // Whether the newly-idle balance is rationed as the kernel's is
+  // (newidle_balance(), v5.9/v5.10): run once as the worker goes idle, not
+  // at all when its average idle period is shorter than the migration cost,
+  // and up the chain only while the passes so far cost less than that
+  // period; an idle worker then balances from its tick. False: it retries
+  // while it spins (work stealing).
+  virtual bool rations_newidle() const noexcept { return false; }
+
   // odd_pick() tells whether the decision `d` picked a busiest group with no
   // stacked worker (nr_running >= 2) over another group that has one: the
   // seed-003 thread's dbg_odd_cnt. Counted per level when counts_odd_picks().

@@ -37,6 +37,7 @@ constexpr cost_field cost_fields[] = {
     {"waker", &costs::waker_ns},
     {"waker_futex", &costs::waker_futex_ns},
     {"spin_poll", &costs::spin_poll_ns},
+    {"balance_pass", &costs::balance_pass_ns},
 };
 
 const cost_field* find_cost(const std::string& name) {
@@ -132,8 +133,9 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   const auto topo = detail::topology::load(cfg_.topology, "--topology '" + cfg_.topology + "'");
   places_ = topo.place_workers(topo.nr_pus(), detail::worker_unit::pu, "--topology '" + cfg_.topology + "'");
   topology_line_ = topo.describe();
-  engine_ = std::make_unique<detail::engine>(build_domains(places_), make_policy(cfg_.policy),
-                                             detail::engine_config_of(cfg_.options));
+  detail::engine_config ecfg = detail::engine_config_of(cfg_.options);
+  ecfg.balance_pass_per_cpu_ns = cfg_.cost.balance_pass_ns;
+  engine_ = std::make_unique<detail::engine>(build_domains(places_), make_policy(cfg_.policy), ecfg);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.options.spin).count();
   cpus_.resize(engine_->nr_cpus());
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
@@ -507,12 +509,13 @@ void simulator::check(int cpu) {
   schedule_check(cpu);
 }
 
-void simulator::tick(int cpu) {
+unsigned simulator::tick(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   v.next_tick = now_ + engine_->config().tick_ns;
   const detail::tick_result r = engine_->tick(cpu, now_, random_of(cpu), v.scratch);
   if (r.kick) kick_idle(cpu);
   poke_requests();
+  return r.pulled;
 }
 
 // leave(): the running fiber stops running as `action` says; the engine
@@ -576,7 +579,7 @@ void simulator::find_work(int cpu) {
 
 void simulator::spin_poll(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
-  if (engine_->idle_balance(cpu, now_, random_of(cpu), v.scratch) > 0) {
+  if (engine_->idle_poll(cpu, now_, random_of(cpu), v.scratch) > 0 || (now_ >= v.next_tick && tick(cpu) > 0)) {
     poke_requests();
     --nr_spinning_;
     v.st = vcpu::state::waking;
@@ -598,7 +601,7 @@ void simulator::park(int cpu) {
   ++nr_parked_;
   ++v.gen;
   if (engine_->rq(cpu).nr_queued.load(std::memory_order_relaxed) != 0 ||
-      engine_->idle_balance(cpu, now_, random_of(cpu), v.scratch) > 0) {
+      engine_->idle_poll(cpu, now_, random_of(cpu), v.scratch) > 0) {
     poke_requests();
     --nr_parked_;
     v.st = vcpu::state::waking;

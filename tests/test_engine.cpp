@@ -451,6 +451,107 @@ TEST_CASE("engine: a level this worker may not balance counts as balanced and en
   CHECK(e.counters(0, 1).attempts == 1);
 }
 
+TEST_CASE("engine: the CFS family rations the newly-idle balance by the average idle period",
+          "[engine][cfs]") {
+  // newidle_balance(): no pass when the worker's idle periods average less
+  // than the migration cost (0.5 ms); the period starts at the pass and
+  // ends with the next wake-up there (ttwu_do_wakeup(): avg += (delta -
+  // avg) / 8, at most twice the longest pass, itself at least the migration
+  // cost).
+  constexpr std::int64_t us = 1'000;
+  engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(3);
+  // Worker 0 runs f[0] with f[1] queued behind it: movable, overloaded.
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
+  e.enqueue(0, &f[1], enqueue_kind::spawn, 0);
+  REQUIRE(e.overloaded());
+  auto& q1 = e.rq(1);
+  CHECK(q1.avg_idle.load() == 1000 * us);  // 2 x migration cost at start
+  CHECK(q1.max_idle_balance_cost.load() == 500 * us);
+  SECTION("short idle periods: no pass, and idle_poll never retries") {
+    q1.avg_idle = 400 * us;
+    CHECK(e.idle_balance(1, 10'000 * us, 1, scratch) == 0);
+    CHECK(e.counters(1).newidle_skipped == 1);
+    CHECK(e.counters(1).newidle_attempts == 0);
+    CHECK(q1.idle_stamp.load() == 10'000 * us);
+    CHECK(e.idle_poll(1, 10'002 * us, 1, scratch) == 0);
+    CHECK(e.counters(1).newidle_skipped == 1);
+    // A wake-up 100 us later closes the period: 400 + (100 - 400) / 8.
+    e.enqueue(1, &f[2], enqueue_kind::wakeup, 10'100 * us);
+    CHECK(q1.avg_idle.load() == 400 * us + (100 * us - 400 * us) / 8);
+    CHECK(q1.idle_stamp.load() == 0);
+  }
+  SECTION("long idle periods: the pass runs and pulls; the average is capped") {
+    CHECK(e.idle_balance(1, 10'000 * us, 1, scratch) == 1);
+    CHECK(e.counters(1).newidle_attempts == 1);
+    CHECK(q1.idle_stamp.load() == 0);  // it pulled: no idle period
+    // Idle again with nothing to pull, then woken 5 ms later: the average
+    // would be 1000 + (5000 - 1000) / 8 = 1500 us, capped at 2 x 500.
+    REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 10'000 * us) == &f[1]);
+    CHECK(e.pick_next(1, &f[1], prev_action::block, 10'100 * us) == nullptr);
+    CHECK(e.idle_balance(1, 10'100 * us, 1, scratch) == 0);
+    e.enqueue(1, &f[1], enqueue_kind::wakeup, 15'100 * us);
+    CHECK(q1.avg_idle.load() == 1000 * us);
+  }
+}
+
+TEST_CASE("engine: a newly-idle balance climbs only while its cost fits the idle average, and the costs decay",
+          "[engine][cfs]") {
+  // Two levels (SMT, then the package); a pass costs 100 us a worker of the
+  // level's span (the simulator's balance_pass, made large). With an idle
+  // average of 700 us the SMT pass (200 us) runs and the package pass is
+  // skipped once the SMT level's recorded cost plus the package's exceed
+  // the average.
+  constexpr std::int64_t us = 1'000;
+  usched::detail::engine_config cfg;
+  cfg.balance_pass_per_cpu_ns = 100 * us;
+  const auto topo = usched::detail::topology::load("pack:1 core:2 pu:2");
+  engine e(usched::build_domains(topo.place_workers(4, usched::detail::worker_unit::pu)),
+           usched::make_policy("cfs"), cfg);
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(2);
+  e.enqueue(2, &f[0], enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(2, nullptr, prev_action::requeue, 0) == &f[0]);
+  e.enqueue(2, &f[1], enqueue_kind::spawn, 0);
+  REQUIRE(e.domains().per_cpu[0].size() == 2);
+  e.rq(0).avg_idle = 700 * us;
+  // First pass: nothing recorded yet, both levels run (the package pulls).
+  CHECK(e.idle_balance(0, 1'000 * us, 1, scratch) == 1);
+  CHECK(e.balance_state(0, 0).max_newidle_lb_cost == 200 * us);
+  CHECK(e.balance_state(0, 1).max_newidle_lb_cost == 400 * us);
+  CHECK(e.rq(0).max_idle_balance_cost.load() == 600 * us);
+  // Back to idle with f[1] queued on worker 2 again, and an average of
+  // 500 us: the SMT pass runs (500 >= 0 + 200) and finds nothing; the
+  // package pass would make 200 + 400 > 500, so the climb stops.
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 1'000 * us) != nullptr);
+  sched_entity* mine = e.rq(0).curr;
+  CHECK(e.pick_next(0, mine, prev_action::block, 1'100 * us) == nullptr);
+  e.enqueue(2, mine, enqueue_kind::wakeup, 1'100 * us);
+  e.rq(0).avg_idle = 500 * us;
+  CHECK(e.idle_balance(0, 1'200 * us, 1, scratch) == 0);
+  CHECK(e.counters(0, 1).attempts == 1);  // the package level did not run again
+  CHECK(e.counters(0, 0).attempts == 2);
+  // The tick decays each level's cost by 253/256 once a second.
+  e.tick(0, 2'000'000 * us, 1, scratch);
+  CHECK(e.balance_state(0, 0).max_newidle_lb_cost == 200 * us * 253 / 256);
+  CHECK(e.balance_state(0, 1).max_newidle_lb_cost == 400 * us * 253 / 256);
+  CHECK(e.rq(0).max_idle_balance_cost.load() == (200 * us * 253 / 256) + (400 * us * 253 / 256));
+}
+
+TEST_CASE("engine: work stealing does not ration: idle_poll pulls again while spinning", "[engine]") {
+  engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
+  std::vector<usched::cpu_snapshot> scratch;
+  std::deque<sched_entity> f(2);
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
+  e.enqueue(0, &f[1], enqueue_kind::spawn, 0);
+  e.rq(1).avg_idle = 0;
+  CHECK(e.idle_poll(1, 1'000, 1, scratch) == 1);
+  CHECK(e.counters(1).newidle_skipped == 0);
+}
+
 TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",
           "[engine][cfs]") {
   // Seed 000's stranded wake-up: a hog picked while alone on its worker,

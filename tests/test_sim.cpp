@@ -170,7 +170,7 @@ TEST_CASE("sim: costs are named, and a wrong name or a negative value is refused
   CHECK(usched::sim::get_cost(c, "wake_parked") == 7000);
   CHECK_THROWS_WITH(usched::sim::set_cost(c, "wake", 1),
                     "--cost wake: unknown cost; accepted: switch, wake_spinning, wake_parked, migrate_llc, "
-                    "migrate_cross_llc, migrate_numa, preempt_point, waker, waker_futex, spin_poll");
+                    "migrate_cross_llc, migrate_numa, preempt_point, waker, waker_futex, spin_poll, balance_pass");
   CHECK_THROWS_WITH(usched::sim::set_cost(c, "switch", -1),
                     "--cost switch=-1: a cost is a whole number of ns, 0 or more");
 }

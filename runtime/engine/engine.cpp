@@ -43,6 +43,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       pulls_when_idle_(policy_->pulls_when_idle()),
       smt_ignores_cache_hot_(policy_->smt_ignores_cache_hot()),
       shortens_busy_interval_(policy_->shortens_busy_interval()),
+      rations_newidle_(policy_->rations_newidle()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   // The granularities grow with the machine (update_sysctl()); sched_nr_
@@ -55,6 +56,11 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       std::max<std::int64_t>(1, (cfg_.sched_latency_ns + cfg_.min_granularity_ns - 1) / std::max<std::int64_t>(1, cfg_.min_granularity_ns)));
   if (!fair_) {
     for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
+  }
+  // As the kernel boots its runqueues (sched_init()).
+  for (std::size_t c = 0; c < nr_cpus(); ++c) {
+    rqs_[c].avg_idle.store(2 * cfg_.migration_cost_ns, std::memory_order_relaxed);
+    rqs_[c].max_idle_balance_cost.store(cfg_.migration_cost_ns, std::memory_order_relaxed);
   }
   sd_state_.resize(nr_cpus());
   last_idle_kick_.assign(nr_cpus(), 0);
@@ -419,7 +425,10 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
     }
   }
   add_runnable(cpu, q, se, kind);
-  if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
+  if (kind == enqueue_kind::wakeup) {
+    check_preempt(cpu, q, *se);
+    if (rations_newidle_) close_idle_period(q, now);
+  }
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
@@ -808,18 +817,68 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
                                  std::vector<cpu_snapshot>& scratch) {
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   if (chain.empty()) return 0;
+  runqueue& q = rq(cpu);
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
+  const std::int64_t avg_idle = q.avg_idle.load(std::memory_order_relaxed);
+  if (rations_newidle_) {
+    // The kernel's newidle_balance(): the idle period starts here, and a
+    // worker whose idle periods are on average shorter than a migration is
+    // worth does not balance at all.
+    q.idle_stamp.store(now(), std::memory_order_relaxed);
+    if (avg_idle < cfg_.migration_cost_ns) {
+      c.newidle_skipped.add();
+      return 0;
+    }
+  }
   c.newidle_attempts.add();
+  std::int64_t curr_cost = 0;
   for (std::size_t level = 0; level < chain.size(); ++level) {
+    sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
+    // Up the chain only while the expected cost fits the expected idle
+    // time.
+    if (rations_newidle_ && avg_idle < curr_cost + st.max_newidle_lb_cost) break;
+    const std::int64_t t0 = rations_newidle_ && now.measures() ? now.fresh() : 0;
     const unsigned n = load_balance(cpu, level, cpu_idle_type::newly_idle, now, random, scratch);
+    if (rations_newidle_) {
+      const std::int64_t cost =
+          now.measures() ? now.fresh() - t0
+                         : cfg_.balance_pass_per_cpu_ns * static_cast<std::int64_t>(chain[level].span.size());
+      st.max_newidle_lb_cost = std::max(st.max_newidle_lb_cost, cost);
+      curr_cost += cost;
+    }
     if (n > 0) {
       c.newidle_pulls.add();
+      note_newidle_cost(q, curr_cost);
+      q.idle_stamp.store(0, std::memory_order_relaxed);
       return n;
     }
+    // Something arrived meanwhile: no need to look wider.
+    if (q.nr_queued.load(std::memory_order_relaxed) > 0) break;
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
   }
+  note_newidle_cost(q, curr_cost);
   refresh_overload();
   return 0;
+}
+
+void engine::note_newidle_cost(runqueue& q, std::int64_t cost) noexcept {
+  if (cost > q.max_idle_balance_cost.load(std::memory_order_relaxed)) {
+    q.max_idle_balance_cost.store(cost, std::memory_order_relaxed);
+  }
+}
+
+// close_idle_period(): a fiber woke onto q (locked): if its worker went idle
+// through a newly-idle pass that pulled nothing, that idle period ends now
+// and joins the average, capped at twice the longest pass (ttwu_do_wakeup()).
+void engine::close_idle_period(runqueue& q, const now_source& now) noexcept {
+  const std::int64_t stamp = q.idle_stamp.load(std::memory_order_relaxed);
+  if (stamp == 0) return;
+  const std::int64_t delta = std::max<std::int64_t>(0, now() - stamp);
+  std::int64_t avg = q.avg_idle.load(std::memory_order_relaxed);
+  avg += (delta - avg) / 8;  // update_avg()
+  avg = std::min(avg, 2 * q.max_idle_balance_cost.load(std::memory_order_relaxed));
+  q.avg_idle.store(avg, std::memory_order_relaxed);
+  q.idle_stamp.store(0, std::memory_order_relaxed);
 }
 
 unsigned engine::idle_balance(int cpu, const now_source& now, std::uint64_t random,
@@ -887,6 +946,24 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
   bool busy = !q.idle.load(std::memory_order_relaxed);
   cpu_idle_type idle = busy ? cpu_idle_type::not_idle : cpu_idle_type::idle;
   unsigned pulled = 0;
+  // The longest newly-idle pass of each level decays by 253/256 once a
+  // second (about 1%), and the chain's sum bounds the idle average.
+  if (rations_newidle_) {
+    std::int64_t max_cost = 0;
+    bool decayed = false;
+    for (std::size_t level = 0; level < chain.size(); ++level) {
+      sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
+      if (now() > st.next_decay) {
+        st.max_newidle_lb_cost = st.max_newidle_lb_cost * 253 / 256;
+        st.next_decay = now() + 1'000 * ns_per_ms;
+        decayed = true;
+      }
+      max_cost += st.max_newidle_lb_cost;
+    }
+    if (decayed) {
+      q.max_idle_balance_cost.store(std::max(cfg_.migration_cost_ns, max_cost), std::memory_order_relaxed);
+    }
+  }
   for (std::size_t level = 0; level < chain.size(); ++level) {
     sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
     if (now() - st.last_balance < balance_interval(st, busy)) continue;
@@ -924,6 +1001,7 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
 void engine::add_counters(int cpu, worker_stats& out) const {
   const cpu_counters& c = counters(cpu);
   out.newidle_attempts = c.newidle_attempts;
+  out.newidle_skipped = c.newidle_skipped;
   out.newidle_pulls = c.newidle_pulls;
   out.fibers_pulled = c.fibers_pulled;
   out.wake_prev = c.wake_prev;

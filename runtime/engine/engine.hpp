@@ -98,6 +98,10 @@ struct sd_balance_state {
   unsigned nr_balance_failed = 0;
   std::int64_t balance_interval_ns = 0;  // doubles after a balanced or failed pass, up to max
   std::int64_t last_balance = 0;
+  // The longest newly-idle pass at this level (sd->max_newidle_lb_cost),
+  // decayed by 253/256 once a second from the tick.
+  std::int64_t max_newidle_lb_cost = 0;
+  std::int64_t next_decay = 0;
 };
 
 // A statistics counter with a single writer. Relaxed load+store instead of a
@@ -130,6 +134,7 @@ struct level_counters {
 struct cpu_counters {
   stat_counter newidle_attempts;  // newly-idle balance passes
   stat_counter newidle_pulls;     // passes that moved at least one fiber
+  stat_counter newidle_skipped;   // times it went idle too briefly on average to balance (avg_idle)
   stat_counter fibers_pulled;     // fibers moved onto this worker by balancing
   stat_counter wake_prev;         // wake-ups placed on the fiber's previous worker
   stat_counter wake_idle_sibling; // ... on another idle worker sharing its LLC
@@ -171,10 +176,6 @@ struct alignas(64) runqueue {
   // Active balance: a worker whose balancing kept failing asks this one to
   // give it a fiber at its next switch (-1: no request).
   std::atomic<int> active_balance_dst{-1};
-  // Set by the worker that served an active balance this one asked for:
-  // 1 + the lowest level of this worker's domains that spans both, whose
-  // failure count this worker resets at its next pass (0: none).
-  std::atomic<int> active_balance_done{0};
   unsigned long load_weight = 0;  // summed weight of queued + curr (under the lock)
 
   // The fair discipline and load tracking, under the lock.
@@ -195,6 +196,19 @@ struct alignas(64) runqueue {
   alignas(64) timeline_t timeline;
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
+  // Newly-idle rationing (the kernel's rq->idle_stamp, avg_idle and
+  // max_idle_balance_cost): when the worker last went idle (0: it is not
+  // idle since, or it pulled), the average of its idle periods, and the
+  // longest newly-idle pass of its whole chain. The owner sets the stamp
+  // and the costs; a wake-up onto the runqueue (under the lock) closes the
+  // idle period.
+  std::atomic<std::int64_t> idle_stamp{0};
+  std::atomic<std::int64_t> avg_idle{0};
+  std::atomic<std::int64_t> max_idle_balance_cost{0};
+  // Set by the worker that served an active balance this one asked for:
+  // 1 + the lowest level of this worker's domains that spans both, whose
+  // failure count this worker resets at its next pass (0: none).
+  std::atomic<int> active_balance_done{0};
   rq_pelt pelt;
   // The summed estimates of the fibers queued or running here
   // (cfs_rq->avg.util_est.enqueued); a worker's util is the larger of this
@@ -234,20 +248,30 @@ class now_source {
   now_source& operator=(const now_source&) = delete;
 
   std::int64_t operator()() const noexcept {
-    if (clock_) [[unlikely]] {
+    if (clock_ && !read_) [[unlikely]] {
       value_ = clock_();
-      clock_ = nullptr;
+      read_ = true;
     }
     return value_;
   }
+  // fresh() reads the clock again, for what measures its own cost (the
+  // newly-idle pass); a fixed value stays what it is.
+  std::int64_t fresh() const noexcept {
+    if (clock_) {
+      value_ = clock_();
+      read_ = true;
+    }
+    return value_;
+  }
+  // Whether fresh() can tell elapsed time (a clock, not a fixed value).
+  bool measures() const noexcept { return clock_ != nullptr; }
 
  private:
   mutable std::int64_t value_ = 0;
-  mutable clock_fn clock_ = nullptr;
+  clock_fn clock_ = nullptr;
+  mutable bool read_ = false;
 };
 
-// Tunables of the engine (filled from usched::options by the runtime, or by
-// the simulator's command line).
 // How the CFS granularities grow with the number of CPUs (the kernel's
 // sysctl_sched_tunable_scaling, SCHED_TUNABLESCALING_*).
 enum class tunable_scaling : std::uint8_t { none, log, linear };
@@ -270,6 +294,8 @@ constexpr unsigned tunable_factor(tunable_scaling s, std::size_t nr_cpus) noexce
   }
 }
 
+// Tunables of the engine (filled from usched::options by the runtime, or by
+// the simulator's command line).
 struct engine_config {
   // CFS discipline: the kernel's normalized granularities (normalized_
   // sysctl_sched_latency and friends), which the engine multiplies by
@@ -287,6 +313,12 @@ struct engine_config {
   std::int64_t fifo_slice_ns = 3'000'000;
   // PELT load tracking for the fair discipline (options::load_tracking).
   bool load_tracking = true;
+  // What a newly-idle balance pass at a level costs, for the rationing of
+  // the policies that ration it (policy::rations_newidle): measured with
+  // the event's clock when it has one (the real backend), else this many
+  // nanoseconds per worker in the level's span (the simulator's
+  // `balance_pass` cost).
+  std::int64_t balance_pass_per_cpu_ns = 0;
   // The scheduler tick: how often a running worker does its periodic work
   // (load tracking of the running fiber, periodic balance), like HZ=1000.
   std::int64_t tick_ns = 1'000'000;
@@ -441,6 +473,16 @@ class engine {
   // when the policy does not pull or no worker has a fiber that could be
   // pulled (overloaded(), the kernel's rd->overload test in
   // newidle_balance()), else newidle_balance(). Returns fibers moved here.
+  // idle_poll() is what a spinning worker does at each poll, and once more
+  // before it parks: idle_balance() again for the policies whose idle
+  // workers keep looking (the work stealers' spinning thieves), nothing
+  // for those that follow the kernel (the CFS family): an idle CPU there
+  // balances again only from its tick (tick(), as CPU_IDLE) or when a busy
+  // one kicks it.
+  unsigned idle_poll(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
+    return rations_newidle_ ? 0 : idle_balance(cpu, now, random, scratch);
+  }
+
   unsigned idle_balance(int cpu, const now_source& now, std::uint64_t random,
                         std::vector<cpu_snapshot>& scratch);
 
@@ -707,6 +749,8 @@ class engine {
   void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
   void check_preempt_tick(int cpu, runqueue& q) noexcept;
   sched_entity* active_balance_victim(runqueue& q, int dst) noexcept;
+  void note_newidle_cost(runqueue& q, std::int64_t cost) noexcept;
+  void close_idle_period(runqueue& q, const now_source& now) noexcept;
   void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
   // Whether q holds a fiber another worker could take: queued, unpinned,
@@ -741,6 +785,7 @@ class engine {
   bool pulls_when_idle_;  // the policy's, asked once
   bool smt_ignores_cache_hot_;  // the policy's, asked once
   bool shortens_busy_interval_;  // the policy's, asked once
+  bool rations_newidle_;         // the policy's, asked once
   unsigned nr_latency_ = 8;  // sched_nr_latency()
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;

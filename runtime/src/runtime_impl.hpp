@@ -161,7 +161,7 @@ class worker {
   // switch, and only fibers that call preempt_point() have slices to
   // measure.
   void start_slice() noexcept { slice_start_ = 0; }
-  void tick(std::int64_t now);
+  unsigned tick(std::int64_t now);  // fibers its periodic balance pulled here
   void account_idle_busy(bool becoming_idle, std::uint64_t now_cycles) noexcept;
   void finish_switch(bctx::fcontext_t from) noexcept;
   static void fiber_entry(bctx::transfer_t t);

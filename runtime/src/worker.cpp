@@ -250,9 +250,11 @@ void worker::preempt_check() {
 // tick(): the worker's periodic work (the scheduler tick), all of it the
 // engine's: load tracking, the periodic balance, and the nohz kick, which
 // the backend carries out by waking a parked worker.
-void worker::tick(std::int64_t now) {
+unsigned worker::tick(std::int64_t now) {
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
-  if (rt_.eng().tick(index_, now, next_random(), scratch_).kick) rt_.kick_idle(index_, this);
+  const tick_result r = rt_.eng().tick(index_, now, next_random(), scratch_);
+  if (r.kick) rt_.kick_idle(index_, this);
+  return r.pulled;
 }
 
 // ---- timers ----------------------------------------------------------------
@@ -449,12 +451,18 @@ void worker::idle_wait() {
         found = true;
         break;
       }
-      // The engine balances only when some worker has a fiber queued that
-      // could be pulled (engine::overloaded, the kernel's rd->overload): a
-      // balance pass snapshots every runqueue and asks the policy; skipping
-      // it when there is nothing to take keeps this check short, and a
-      // wake-up that arrives during it waits less.
-      if (e.idle_balance(index_, now, next_random(), scratch_) > 0) {
+      // The engine decides what an idle poll does (engine::idle_poll):
+      // a work stealer pulls again, only when some worker has a fiber
+      // queued that could be pulled (engine::overloaded, the kernel's
+      // rd->overload): a balance pass snapshots every runqueue and asks the
+      // policy; skipping it when there is nothing to take keeps this check
+      // short, and a wake-up that arrives during it waits less. The CFS
+      // family balances an idle worker from its tick, as the kernel does.
+      if (e.idle_poll(index_, now, next_random(), scratch_) > 0) {
+        found = true;
+        break;
+      }
+      if (cycles() >= next_tick_cycles_ && tick(now) > 0) {
         found = true;
         break;
       }
@@ -482,7 +490,7 @@ void worker::idle_wait() {
   // enqueue that overloads a busy worker after this read sees the parked
   // count and kicks (runtime_impl::kick_idle).
   bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping();
-  if (!work) work = e.idle_balance(index_, engine_clock(), next_random(), scratch_) > 0;
+  if (!work) work = e.idle_poll(index_, engine_clock(), next_random(), scratch_) > 0;
   if (!work) {
     // Sleep until this worker's own earliest timer; the watcher (one parked
     // worker, the first to find the post free) until the earliest timer of

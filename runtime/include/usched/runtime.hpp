@@ -36,6 +36,7 @@ struct worker_stats {
   std::uint64_t idle_ns = 0;             // time in its idle loop (spinning or parked)
   std::uint64_t busy_ns = 0;             // time running fibers
   std::uint64_t newidle_attempts = 0;    // newly-idle balance passes
+  std::uint64_t newidle_skipped = 0;     // times it went idle too briefly on average to balance (CFS: avg_idle)
   std::uint64_t newidle_pulls = 0;       // passes that pulled at least one fiber
   std::uint64_t fibers_pulled = 0;       // fibers moved onto this worker by balancing
   std::uint64_t wake_prev = 0;           // wake-ups it placed on the fiber's previous worker
