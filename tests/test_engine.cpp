@@ -552,6 +552,34 @@ TEST_CASE("engine: work stealing does not ration: idle_poll pulls again while sp
   CHECK(e.counters(1).newidle_skipped == 0);
 }
 
+TEST_CASE("engine: a snapshot takes a migrated fiber's blocked load off the worker it left",
+          "[engine][cfs]") {
+  // update_blocked_averages() before a balance: the contribution of a fiber
+  // that blocked on worker 0 and woke up on worker 1 leaves worker 0's
+  // signals (cfs_rq->removed) even while worker 0 stays idle and nothing
+  // updates its runqueue.
+  constexpr std::int64_t ms = 1'000'000;
+  engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+  std::vector<usched::cpu_snapshot> scratch;
+  sched_entity a;
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+  std::int64_t now = 0;
+  for (int t = 0; t < 200; ++t) {
+    now += ms;
+    e.tick(0, now, 1, scratch);
+  }
+  CHECK(e.pick_next(0, &a, prev_action::block, now) == nullptr);
+  e.snapshot(scratch, now);
+  const unsigned long before = scratch[0].util_avg;
+  CHECK(before > 900);
+  e.enqueue(1, &a, enqueue_kind::wakeup, now);
+  e.snapshot(scratch, now);
+  CHECK(scratch[0].util_avg < 5);
+  CHECK(scratch[0].load_avg < 5);
+  CHECK(scratch[1].util_avg > 900);  // a's estimate, queued there
+}
+
 TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",
           "[engine][cfs]") {
   // Seed 000's stranded wake-up: a hog picked while alone on its worker,

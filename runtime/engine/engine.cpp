@@ -293,23 +293,29 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) con
     s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
     if (!tracks_load()) continue;
     // A runqueue nobody updated for a while (its worker is parked) still
-    // holds the values of its last update; decay them to now, as the
-    // kernel's blocked-load updates for idle CPUs do.
+    // holds the values of its last update; bring them to now, as the
+    // kernel's blocked-load updates do before a balance
+    // (update_blocked_averages() in newidle_balance(), the nohz stats
+    // update of idle CPUs): the contributions of fibers that woke up on
+    // another worker since come off first (update_cfs_rq_load_avg()'s
+    // removed sums), then the rest decays.
     const std::int64_t last = q.pelt_update_pub.load(std::memory_order_relaxed);
     std::uint64_t periods = 0;
     if (s.nr_running == 0 && now() > last) {
       periods = static_cast<std::uint64_t>(now() - last) >> (pelt_time_shift + 10);
     }
-    s.load_avg = static_cast<unsigned long>(pelt_decay(q.load_avg_pub.load(std::memory_order_relaxed), periods));
+    const auto current = [&](const std::atomic<unsigned long>& pub, const std::atomic<unsigned long>& removed) {
+      const unsigned long v = pub.load(std::memory_order_relaxed);
+      const unsigned long r = removed.load(std::memory_order_relaxed);
+      return static_cast<unsigned long>(pelt_decay(v > r ? v - r : 0, periods));
+    };
+    s.load_avg = current(q.load_avg_pub, q.removed_load);
     s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
     // cpu_util(): the larger of util_avg and the queued fibers' estimates
     // (an idle worker's estimate is 0: nothing is queued there).
-    s.util_avg = std::min(
-        std::max(static_cast<unsigned long>(pelt_decay(q.util_avg_pub.load(std::memory_order_relaxed), periods)),
-                 q.util_est_pub.load(std::memory_order_relaxed)),
-        s.capacity);
-    s.runnable_avg =
-        static_cast<unsigned long>(pelt_decay(q.runnable_avg_pub.load(std::memory_order_relaxed), periods));
+    s.util_avg = std::min(std::max(current(q.util_avg_pub, q.removed_util), q.util_est_pub.load(std::memory_order_relaxed)),
+                          s.capacity);
+    s.runnable_avg = current(q.runnable_avg_pub, q.removed_runnable);
     s.curr_preferred_node = q.curr_preferred_node.load(std::memory_order_relaxed);
     s.curr_load = q.curr_load.load(std::memory_order_relaxed);
   }
