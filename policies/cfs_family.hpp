@@ -46,6 +46,7 @@ std::unique_ptr<policy> make_cfs_v59_idle_skips_util_policy();
 std::unique_ptr<policy> make_cfs_v59_util_shift_policy();
 std::unique_ptr<policy> make_cfs_blocked_load_policy();
 std::unique_ptr<policy> make_cfs_no_idlest_util_policy();
+std::unique_ptr<policy> make_cfs_numa_v4_19_rc1_policy();
 std::unique_ptr<policy> make_cfs_numa_mel_policy();
 
 // The v5.9 feature set the seed-000 candidates start from.

@@ -11,8 +11,9 @@ namespace usched {
 // Mel Gorman's and Srikar Dronamraju's versions of the idle-destination check
 // in task_numa_compare() (seeds/002).
 enum class numa_idle_rule : unsigned char {
-  mel,     // move to an idle worker whenever the move keeps the nodes balanced (maymove)
-  srikar,  // ... and only if that beats the best swap found so far (maymove && moveimp >= best_imp)
+  v4_19_rc1,  // v4.19-rc1 (commit 305c1fac3225): move whenever balance allows or the move beats the best so far (maymove || imp > best_imp)
+  mel,        // move to an idle worker whenever the move keeps the nodes balanced (maymove)
+  srikar,     // ... and only if that beats the best swap found so far (maymove && moveimp >= best_imp)
 };
 
 struct cfs_features {
@@ -72,6 +73,12 @@ struct cfs_features {
 
   // seeds/002: the idle-destination rule of NUMA placement.
   numa_idle_rule numa_rule = numa_idle_rule::srikar;
+
+  // The NUMA search stops once the fiber is to move (Mel Gorman's "Stop an
+  // exhaustive search if an idle CPU is found", posted in the seeds/002
+  // series and merged for v5.7 as "...if a reasonable swap candidate or idle
+  // CPU is found"). Off: the whole preferred node is scanned, as in v4.19.
+  bool numa_stop_on_move = true;
 
   // adjust_numa_imbalance(): tolerate an imbalance between NUMA nodes while
   // the busier node runs at most this many fibers (v5.7+: 2). 0 disables.

@@ -503,16 +503,27 @@ numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int d
     }
     if (idle_cpu(req, cpu)) {
       // seeds/002 patch 4: an idle worker always looks like the best
-      // improvement, so only the balance check may let the fiber take it.
-      // Mel Gorman's rule takes it whenever balance allows, even over a
-      // better swap found earlier; Srikar Dronamraju's keeps that swap.
-      const bool take = f.numa_rule == numa_idle_rule::mel
-                            ? maymove
-                            : maymove && moveimp >= best.imp;
+      // improvement, so only the balance check should let the fiber take
+      // it. v4.19-rc1 took it whenever the move also beat the best found so
+      // far, balanced or not; Mel Gorman's rule takes it whenever balance
+      // allows, even over a better swap found earlier; Srikar Dronamraju's
+      // keeps that swap.
+      bool take = false;
+      switch (f.numa_rule) {
+        case numa_idle_rule::v4_19_rc1:
+          take = maymove || moveimp > best.imp;
+          break;
+        case numa_idle_rule::mel:
+          take = maymove;
+          break;
+        case numa_idle_rule::srikar:
+          take = maymove && moveimp >= best.imp;
+          break;
+      }
       if (take) {
         move_to(cpu);
         // seeds/002 patch 3: any idle worker is as good as another; stop.
-        break;
+        if (f.numa_stop_on_move) break;
       }
       continue;
     }
@@ -527,10 +538,11 @@ numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int d
                      numa_score(cur_preferred, dst_node);
 
     // A plain move beats swapping with a fiber that is happier where it is:
-    // move, and stop as the kernel does after any move.
+    // move, and stop as the kernel does after any move since v5.7.
     if (maymove && moveimp > imp && moveimp > best.imp) {
       move_to(cpu);
-      break;
+      if (f.numa_stop_on_move) break;
+      continue;
     }
     if (imp < small_numa_improvement || imp <= best.imp + small_numa_improvement / 2) {
       continue;

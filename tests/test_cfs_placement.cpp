@@ -284,6 +284,20 @@ TEST_CASE("seed 002: a move onto an idle worker that unbalances the nodes is ref
     CHECK(cfs::select_task_rq(req, with_rule(rule)) == 1);  // stays on its idle prev
   }
 
+  SECTION("v4.19-rc1 takes the idle worker anyway: it beats the best found so far") {
+    // maymove || imp > best_imp: nothing was found yet, and the move to the
+    // preferred node improves the fiber's placement.
+    cfs_features rc1 = with_rule(numa_idle_rule::v4_19_rc1);
+    rc1.numa_stop_on_move = false;
+    const auto choice = cfs::task_numa_find_cpu(req, 0, 1, rc1);
+    CHECK(choice.cpu == 7);
+    CHECK_FALSE(choice.swap);
+    CHECK(cfs::select_task_rq(req, rc1) == 7);
+    CHECK(usched::make_policy("cfs-numa-v4.19-rc1")->select_cpu(req) == 7);
+    CHECK(usched::make_policy("cfs-numa-mel")->select_cpu(req) == 1);
+    CHECK(usched::make_policy("cfs")->select_cpu(req) == 1);
+  }
+
   SECTION("with node 0 as loaded as node 1 the same move is allowed") {
     // 4096 vs 3072 before, 3072 vs 4096 after: no worse.
     m.run(0).run(1).run(2);
