@@ -223,6 +223,45 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
   return true;
 }
 
+namespace {
+
+// v4.11's enum group_type and its place in the ranking (see
+// cfs_features::v4_11_busiest_ranking).
+enum class v4_11_group : unsigned char { other, imbalanced, overloaded };
+
+struct v4_11_rank {
+  v4_11_group type = v4_11_group::other;
+  unsigned long avg_load = 0;
+};
+
+// group_has_capacity() and group_is_overloaded() of v4.11: utilization only,
+// no runnable pressure.
+bool v4_11_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
+  if (sgs.sum_nr_running < sgs.group_weight) return true;
+  return sgs.group_capacity * percent > sgs.group_util * pct;
+}
+
+v4_11_rank v4_11_rank_of(unsigned pct, const sg_lb_stats& sgs, bool prefer_sibling,
+                         bool local_has_capacity) noexcept {
+  v4_11_rank r;
+  const bool overloaded = sgs.sum_nr_running > sgs.group_weight && sgs.group_capacity * percent < sgs.group_util * pct;
+  // update_sd_lb_stats(): with an SD_PREFER_SIBLING child, a group running
+  // more than one fiber has no capacity while the local group has some.
+  const bool forced = prefer_sibling && local_has_capacity && sgs.sum_nr_running > 1;
+  if (overloaded || forced) r.type = v4_11_group::overloaded;
+  r.avg_load = sgs.group_capacity > 0 ? scaled(sgs.group_load, sgs.group_capacity) : 0;
+  return r;
+}
+
+// update_sd_pick_busiest() of v4.11: the higher type wins, then strictly
+// higher avg_load.
+bool v4_11_pick_busiest(const v4_11_rank& candidate, const v4_11_rank& busiest) noexcept {
+  if (candidate.type != busiest.type) return candidate.type > busiest.type;
+  return candidate.avg_load > busiest.avg_load;
+}
+
+}  // namespace
+
 sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& features) {
   assert(req.sd != nullptr);
   const sched_domain& sd = *req.sd;
@@ -242,6 +281,31 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
   // ascending order of first worker, wrapping; update_sd_pick_busiest()
   // keeps the first of equals, so the order is part of the behaviour.
   const std::size_t first = sds.local >= 0 ? static_cast<std::size_t>(sds.local) : 0;
+  if (features.v4_11_busiest_ranking) {
+    // The local group comes first in the ring, so its capacity is known
+    // before any other group is ranked.
+    v4_11_rank busiest_rank;
+    bool local_has_capacity = false;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t g = (first + k) % n;
+      const bool local = static_cast<int>(g) == sds.local;
+      const sg_lb_stats sgs = update_sg_lb_stats(req, sd.groups[g], local, pct, features);
+      if (local) {
+        sds.local_stat = sgs;
+        local_has_capacity = v4_11_has_capacity(pct, sgs);
+      } else if (sgs.sum_h_nr_running > 0) {
+        const v4_11_rank rank = v4_11_rank_of(pct, sgs, sds.prefer_sibling, local_has_capacity);
+        if (v4_11_pick_busiest(rank, busiest_rank)) {
+          busiest_rank = rank;
+          sds.busiest = static_cast<int>(g);
+          sds.busiest_stat = sgs;
+        }
+      }
+      sds.total_load += sgs.group_load;
+      sds.total_capacity += sgs.group_capacity;
+    }
+    return sds;
+  }
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t g = (first + k) % n;
     const bool local = static_cast<int>(g) == sds.local;

@@ -12,13 +12,14 @@
 // with them. runtime::stats() counts the same thing per domain level
 // (odd_picks) for every CFS-family policy.
 //
-// With the v5.x group types the load metric decides only between two
-// overloaded groups, and an overloaded group always has a stacked worker, so
-// in the seed's exact situation (one group overloaded, the other not) both
-// policies pick the stacked group; the 4.11 kernel of the thread typed both
-// groups overloaded. The difference shows between overloaded groups whose
-// blocked load differs (tests/test_cfs_balance.cpp reproduces the dump both
-// ways).
+// The groups are ranked as v4.11 ranked them (cfs_features::
+// v4_11_busiest_ranking): with its three group types every busy core below
+// an SMT level is "overloaded" while the local group has capacity, so the
+// load metric decides between them, which is what made it matter in the
+// thread. `cfs-runnable-load` is the same ranking over runnable load only:
+// the pair is the thread's comparison. (With v5.10's six group types the
+// load metric decides only between two overloaded groups, and an overloaded
+// group always has a stacked worker.)
 #include "cfs_family.hpp"
 
 namespace usched {
@@ -26,7 +27,14 @@ namespace usched {
 std::unique_ptr<policy> make_cfs_blocked_load_policy() {
   cfs_features f;
   f.group_load_includes_blocked = true;
+  f.v4_11_busiest_ranking = true;
   return std::make_unique<cfs_policy>("cfs-blocked-load", f);
+}
+
+std::unique_ptr<policy> make_cfs_runnable_load_policy() {
+  cfs_features f;
+  f.v4_11_busiest_ranking = true;
+  return std::make_unique<cfs_policy>("cfs-runnable-load", f);
 }
 
 }  // namespace usched

@@ -45,6 +45,7 @@ std::unique_ptr<policy> make_cfs_v59_single_cpu_spread_policy();
 std::unique_ptr<policy> make_cfs_v59_idle_skips_util_policy();
 std::unique_ptr<policy> make_cfs_v59_util_shift_policy();
 std::unique_ptr<policy> make_cfs_blocked_load_policy();
+std::unique_ptr<policy> make_cfs_runnable_load_policy();
 std::unique_ptr<policy> make_cfs_no_idlest_util_policy();
 std::unique_ptr<policy> make_cfs_numa_v4_19_rc1_policy();
 std::unique_ptr<policy> make_cfs_numa_mel_policy();

@@ -227,6 +227,29 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
     CHECK(cfs::picked_group_without_stacked_cpu(req, by_load));  // dbg_odd_cnt++
   }
 
+  SECTION("v4.11's ranking: cfs-runnable-load picks A, cfs-blocked-load picks B") {
+    // Below an SMT level (SD_PREFER_SIBLING) with the local core running
+    // one fiber on two workers, v4.11 types every group running two or
+    // more "overloaded" (nocap=1 in the dump, B included) and ranks them by
+    // avg_load: the load metric decides.
+    cfs_features v411_runnable;
+    v411_runnable.v4_11_busiest_ranking = true;
+    cfs_features v411_blocked = v411_runnable;
+    v411_blocked.group_load_includes_blocked = true;
+    const sd_lb_stats by_runnable = cfs::update_sd_lb_stats(req, v411_runnable);
+    CHECK(by_runnable.busiest == group_a);
+    CHECK_FALSE(cfs::picked_group_without_stacked_cpu(req, by_runnable));
+    const sd_lb_stats by_load = cfs::update_sd_lb_stats(req, v411_blocked);
+    CHECK(by_load.busiest == group_b);
+    CHECK(cfs::picked_group_without_stacked_cpu(req, by_load));  // dbg_odd_cnt++
+    // The registered pair.
+    const usched::balance_decision runnable_pick = usched::make_policy("cfs-runnable-load")->find_busiest(req);
+    const usched::balance_decision load_pick = usched::make_policy("cfs-blocked-load")->find_busiest(req);
+    CHECK(runnable_pick.busiest == 17);
+    CHECK(usched::make_policy("cfs-blocked-load")->odd_pick(req, load_pick) == (load_pick.busiest >= 0));
+    CHECK(load_pick.busiest != 17);
+  }
+
   SECTION("v5.10's classification picks A whatever the load metric") {
     for (const cfs_features& features : {runnable_only, blocked}) {
       const sd_lb_stats sds = cfs::update_sd_lb_stats(req, features);

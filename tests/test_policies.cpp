@@ -32,11 +32,11 @@ std::vector<usched::cpu_snapshot> cpus(std::initializer_list<unsigned> queued) {
 
 TEST_CASE("registry lists every policy in order and rejects unknown names", "[policy]") {
   const auto reg = usched::registered_policies();
-  REQUIRE(reg.size() == 12);
+  REQUIRE(reg.size() == 13);
   CHECK(reg[0].name == "cfs");
-  CHECK(reg[9].name == "none");
-  CHECK(reg[10].name == "steal");
-  CHECK(reg[11].name == "steal-lifo");
+  CHECK(reg[10].name == "none");
+  CHECK(reg[11].name == "steal");
+  CHECK(reg[12].name == "steal-lifo");
   CHECK(usched::make_policy("steal-lifo")->lifo_queue());
   CHECK_FALSE(usched::make_policy("steal")->lifo_queue());
   for (const auto& p : reg) {
