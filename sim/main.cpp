@@ -22,6 +22,7 @@
 #include "histogram.hpp"
 #include "schbench_model.hpp"
 #include "simulator.hpp"
+#include "experiments.hpp"
 #include "validate.hpp"
 #include "workload.hpp"
 
@@ -41,11 +42,14 @@ std::string usage_text() {
       "usage: usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]... [--trace FILE]\n"
       "                  -- schbench [schbench flags] | -- file PATH\n"
       "       usched_sim --validate [--quick] [--cost NAME=NS]...\n"
+      "       usched_sim --experiments [--quick] [--cost NAME=NS]...\n"
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
       "  --trace FILE   write one line per scheduling event to FILE\n"
       "  --validate     run schbench shapes on the real runtime and in the simulator, one table (--quick: fewer)\n"
+      "  --experiments  run the seeds' experiments and print docs/experiments.md; exit 1 if a shape does not hold\n"
+      "                 (--quick: fewer seeds, shorter runs)\n"
       "  --cost NAME=NS a cost in ns, one of:";
   for (const auto& n : usched::sim::cost_names()) {
     s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
@@ -75,6 +79,7 @@ struct command {
   bool help = false;
   std::string trace_file;
   bool validate = false;
+  bool experiments = false;
   bool quick = false;
 };
 
@@ -107,6 +112,8 @@ command parse(int argc, char** argv) {
       }
     } else if (a == "--validate") {
       c.validate = true;
+    } else if (a == "--experiments") {
+      c.experiments = true;
     } else if (a == "--quick") {
       c.quick = true;
     } else if (a == "--trace") {
@@ -126,12 +133,14 @@ command parse(int argc, char** argv) {
       }
       usched::sim::set_cost(c.cfg.cost, name, std::stoll(ns));
     } else {
-      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE --validate --quick -h, then -- schbench ... or -- file PATH");
+      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE --validate --experiments --quick -h, then -- schbench ... or -- file PATH");
     }
   }
-  if (c.quick && !c.validate) throw usage("--quick: only with --validate");
-  if (c.validate) {
-    if (i < argc) throw usage("--validate runs its own workloads; leave out the -- " + std::string(argv[i]) + " part");
+  if (c.validate && c.experiments) throw usage("--validate and --experiments: one at a time");
+  if (c.quick && !c.validate && !c.experiments) throw usage("--quick: only with --validate or --experiments");
+  if (c.validate || c.experiments) {
+    const std::string mode = c.validate ? "--validate" : "--experiments";
+    if (i < argc) throw usage(mode + " runs its own workloads; leave out the -- " + std::string(argv[i]) + " part");
     return c;
   }
   if (i >= argc) throw usage("no workload: end the flags with -- schbench [flags] or -- file PATH, or use --validate");
@@ -161,6 +170,30 @@ int validate(const command& c) {
   }
 }
 
+// experiments() runs --experiments: the page on stdout, exit 1 when a shape
+// does not hold (the page says which).
+int experiments(const command& c) {
+  usched::sim::experiments_options o;
+  o.quick = c.quick;
+  o.cost = c.cfg.cost;
+  try {
+    std::ostringstream page;
+    const int failed = usched::sim::run_experiments(o, page, std::cerr);
+    std::cout << page.str() << std::flush;
+    if (failed > 0) {
+      std::cerr << program << ": " << failed << " experiment shape(s) do not hold; see the page\n";
+      return 1;
+    }
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,6 +207,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (c.validate) return validate(c);
+    if (c.experiments) return experiments(c);
     if (c.kind == "schbench") {
       so = sb::parse_cli(c.rest, "usched_sim -- schbench");
       if (so.help) {

@@ -151,6 +151,13 @@ simulator::~simulator() = default;
 
 unsigned simulator::nr_cpus() const noexcept { return static_cast<unsigned>(cpus_.size()); }
 
+unsigned simulator::nr_nodes() const noexcept {
+  const auto& nodes = engine_->domains().cpu_node;
+  int top = 0;
+  for (const int n : nodes) top = std::max(top, n);
+  return static_cast<unsigned>(top) + 1;
+}
+
 std::uint64_t simulator::random() noexcept { return splitmix(rng_); }
 
 // A worker's own generator, as a real worker's next_random(); the shared one
@@ -230,21 +237,23 @@ void simulator::handle(const event& e) {
 
 // ---- fibers --------------------------------------------------------------------
 
-sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin) {
+sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node) {
   auto f = std::make_unique<sim_fiber>();
   f->id = static_cast<int>(fibers_.size()) + 1;
   f->prog = std::move(p);
   f->pinned = pin;
+  f->preferred_node = node;
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
   wake(ref, placement_kind::spawn, acting_cpu_);
   return ref;
 }
 
-sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu) {
+sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
   auto f = std::make_unique<sim_fiber>();
   f->id = static_cast<int>(fibers_.size()) + 1;
   f->prog = std::move(p);
+  f->preferred_node = node;
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
   engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_);
@@ -342,6 +351,13 @@ void simulator::switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns) {
   ++v.fibers_run;
   if (cfg_.trace) *cfg_.trace << now_ << " cpu " << cpu << " runs fiber " << next->id << '\n';
   const std::int64_t cost = cfg_.cost.switch_ns + migration_cost(next->last_cpu, cpu) + extra_ns;
+  if (next->last_cpu >= 0 && next->last_cpu != cpu) {
+    ++migrations_;
+    const auto& nodes = engine_->domains().cpu_node;
+    if (!nodes.empty() && nodes[static_cast<std::size_t>(next->last_cpu)] != nodes[static_cast<std::size_t>(cpu)]) {
+      ++numa_migrations_;
+    }
+  }
   next->last_cpu = cpu;
   push(now_ + cost, ev::resume, cpu, ++v.gen);
 }

@@ -146,11 +146,11 @@ class simulator {
   // spawn() makes a fiber running `p`, placed by the engine as a spawn from
   // the worker running now (or from outside, before the run or from an
   // event callback). Returns it; it lives as long as the simulator.
-  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1);
+  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1, int node = -1);
   // spawn_on() starts a fiber queued on worker `cpu` without asking the
   // policy (an experiment's starting state, as the engine tests set one up
   // by hand); it is not pinned: balancing may move it from there.
-  sim_fiber& spawn_on(std::unique_ptr<program> p, int cpu);
+  sim_fiber& spawn_on(std::unique_ptr<program> p, int cpu, int node = -1);
   // post() is the program's fpost: wakes the waiter (a wake-up from the
   // worker running now) or leaves the post.
   void post(sim_event& e);
@@ -171,6 +171,13 @@ class simulator {
   void set_trace(std::ostream* trace) noexcept { cfg_.trace = trace; }
   // The one-line topology summary, as the runtime describes it.
   const std::string& topology_line() const noexcept { return topology_line_; }
+  // Fibers that started running on another worker than the one they last
+  // ran on (the kernel's cpu-migrations), and those of them that changed
+  // NUMA node.
+  std::uint64_t migrations() const noexcept { return migrations_; }
+  std::uint64_t numa_migrations() const noexcept { return numa_migrations_; }
+  // The NUMA nodes of the simulated machine (1 without NUMA).
+  unsigned nr_nodes() const noexcept;
   // What runtime::stats() returns, for the simulated workers.
   runtime_stats stats() const;
   // Events handled so far (for the speed benchmark).
@@ -223,7 +230,9 @@ class simulator {
   // program's next(); run on its CPU before the step it returned.
   std::int64_t charge_ns_ = 0;
   std::int64_t spin_ns_ = 0;  // options::spin
-  std::uint64_t seen_requests_ = 0;  // engine::active_balance_requests() at the last look
+  std::uint64_t seen_requests_ = 0;
+  std::uint64_t migrations_ = 0;       // fibers that ran on another worker than the one they last ran on
+  std::uint64_t numa_migrations_ = 0;  // ... of another NUMA node  // engine::active_balance_requests() at the last look
   int nr_spinning_ = 0;
   int nr_parked_ = 0;
 };

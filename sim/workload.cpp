@@ -84,7 +84,7 @@ class file_program : public program {
         case workload_step::kind::spawn:
           for (unsigned i = 0; i < s.count; ++i) {
             const fiber_def& d = *st_.defs.at(s.name);
-            children_.push_back(&sim.spawn(std::make_unique<file_program>(st_, d), d.pin));
+            children_.push_back(&sim.spawn(std::make_unique<file_program>(st_, d), d.pin, d.node));
           }
           break;
         case workload_step::kind::join:
@@ -137,7 +137,7 @@ workload parse_workload(std::istream& in, const std::string& file) {
       w.runtime_ns = parse_duration(t[1], where);
       if (w.runtime_ns <= 0) throw workload_error(where + "the runtime must be longer than 0");
     } else if (op == "fiber") {
-      want(2, 5, "fiber NAME [xN] [pin=W] [on=W]");
+      want(2, 6, "fiber NAME [xN] [pin=W] [on=W] [node=N]");
       for (const auto& f : w.fibers) {
         if (f.name == t[1]) throw workload_error(where + "fiber '" + t[1] + "' is defined twice (line " + std::to_string(f.line) + ")");
       }
@@ -145,7 +145,13 @@ workload parse_workload(std::istream& in, const std::string& file) {
       d.name = t[1];
       d.line = no;
       for (std::size_t i = 2; i < t.size(); ++i) {
-        if (t[i].rfind("pin=", 0) == 0 || t[i].rfind("on=", 0) == 0) {
+        if (t[i].rfind("node=", 0) == 0) {
+          const std::string v = t[i].substr(5);
+          if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos) {
+            throw workload_error(where + "'" + t[i] + "' is not a NUMA node; expected node=N with N a node index");
+          }
+          d.node = std::stoi(v);
+        } else if (t[i].rfind("pin=", 0) == 0 || t[i].rfind("on=", 0) == 0) {
           const bool pin = t[i][0] == 'p';
           const std::string v = t[i].substr(pin ? 4 : 3);
           if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos) {
@@ -236,15 +242,20 @@ schbench::run_summary run_workload(simulator& sim, const workload& w, std::ostre
                              std::to_string(sim.nr_cpus() - 1));
       }
     }
+    if (f.node >= static_cast<int>(sim.nr_nodes())) {
+      throw workload_error("fiber '" + f.name + "' (line " + std::to_string(f.line) + "): node " +
+                           std::to_string(f.node) + " but the topology has nodes 0.." +
+                           std::to_string(sim.nr_nodes() - 1));
+    }
     st.defs[f.name] = &f;
   }
   for (const auto& f : w.fibers) {
     for (unsigned i = 0; i < f.count; ++i) {
       auto p = std::make_unique<file_program>(st, f);
       if (f.on >= 0 && f.pin < 0) {
-        sim.spawn_on(std::move(p), f.on);
+        sim.spawn_on(std::move(p), f.on, f.node);
       } else {
-        sim.spawn(std::move(p), f.pin);
+        sim.spawn(std::move(p), f.pin, f.node);
       }
     }
   }

@@ -60,6 +60,7 @@ struct fiber_def {
   unsigned count = 1;
   int pin = -1;
   int on = -1;
+  int node = -1;  // preferred NUMA node (spawn_options::numa_node)
   std::vector<workload_step> steps;
   std::uint64_t repeat = 1;  // 0: until the end of the run
   int line = 0;

@@ -768,23 +768,47 @@ TEST_CASE("engine: an active balance moves the fiber that ran least recently, at
   CHECK(e.pick_next(1, nullptr, prev_action::requeue, 13 * ms) == &a);
 }
 
-TEST_CASE("engine: an active balance is abandoned when fewer than two fibers are runnable, and ends with a block",
+TEST_CASE("engine: an active balance moves a worker's only fiber, and ends with the running fiber's block",
           "[engine][cfs]") {
   constexpr std::int64_t ms = 1'000'000;
-  SECTION("only the running fiber: it stays") {
+  SECTION("only the running fiber: it goes, and the worker is left idle") {
+    // The stopper counts itself in nr_running: a CPU running one task
+    // gives that task up (NUMA spreading, misfit and imbalanced groups
+    // rely on it).
     engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
     sched_entity a;
     e.enqueue(0, &a, enqueue_kind::spawn, 0);
     REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
     e.rq(0).active_balance_dst = 1;
     int pushed = -1;
-    CHECK(e.pick_next(0, &a, prev_action::requeue, ms, &pushed) == &a);
+    // The caller must go idle, not switch to a null fiber.
+    CHECK(e.pick_next(0, &a, prev_action::requeue, ms, &pushed) == nullptr);
+    CHECK(pushed == 1);
+    CHECK(e.rq(0).idle.load());
+    CHECK(e.rq(1).nr_running == 1);
+    CHECK(e.counters(0).active_pushes == 1);
+    CHECK(e.pick_next(1, nullptr, prev_action::requeue, ms) == &a);
+  }
+  SECTION("the running fiber blocks with nothing queued: the request ends with it") {
+    engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+    sched_entity a;
+    e.enqueue(0, &a, enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+    e.rq(0).active_balance_dst = 1;
+    int pushed = -1;
+    CHECK(e.pick_next(0, &a, prev_action::block, ms, &pushed) == nullptr);
     CHECK(pushed == -1);
     CHECK(e.counters(0).active_abandoned == 1);
     CHECK(e.rq(0).active_balance_dst.load() == -1);
-    CHECK(e.rq(1).nr_running == 0);
+    // a wakes here again; its next preemption keeps it: nothing is left of
+    // the request.
+    e.enqueue(0, &a, enqueue_kind::wakeup, 2 * ms);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 2 * ms) == &a);
+    CHECK(e.pick_next(0, &a, prev_action::requeue, 3 * ms, &pushed) == &a);
+    CHECK(pushed == -1);
+    CHECK(e.counters(0).active_pushes == 0);
   }
-  SECTION("the running fiber blocks: the request ends with it, and a later switch moves nothing") {
+  SECTION("the running fiber blocks with another queued: that one goes") {
     engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
     sched_entity a, b;
     e.enqueue(0, &a, enqueue_kind::spawn, 0);
@@ -792,17 +816,9 @@ TEST_CASE("engine: an active balance is abandoned when fewer than two fibers are
     REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &b);
     e.rq(0).active_balance_dst = 1;
     int pushed = -1;
-    // b blocks: a alone is runnable, and runs here.
-    CHECK(e.pick_next(0, &b, prev_action::block, ms, &pushed) == &a);
-    CHECK(pushed == -1);
-    CHECK(e.counters(0).active_abandoned == 1);
-    CHECK(e.rq(0).active_balance_dst.load() == -1);
-    // b wakes behind a; the next preemption keeps both here.
-    e.enqueue(0, &b, enqueue_kind::wakeup, 2 * ms);
-    e.pick_next(0, &a, prev_action::requeue, 3 * ms, &pushed);
-    CHECK(pushed == -1);
-    CHECK(e.rq(0).nr_running == 2);
-    CHECK(e.counters(0).active_pushes == 0);
+    CHECK(e.pick_next(0, &b, prev_action::block, ms, &pushed) == nullptr);
+    CHECK(pushed == 1);
+    CHECK(e.pick_next(1, nullptr, prev_action::requeue, ms) == &a);
   }
 }
 

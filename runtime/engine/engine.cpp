@@ -235,6 +235,22 @@ void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcep
   }
 }
 
+// llc_busy_cpus(): the busy workers of cpu's LLC (the widest level whose
+// groups share a cache), 0 without one; read without locks.
+unsigned engine::llc_busy_cpus(int cpu) const noexcept {
+  const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
+  const sched_domain* llc = nullptr;
+  for (const sched_domain& sd : chain) {
+    if (sd.has_flag(SD_SHARE_PKG_RESOURCES)) llc = &sd;
+  }
+  if (!llc) return 0;
+  unsigned n = 0;
+  for (const int c : llc->span) {
+    if (!rqs_[static_cast<std::size_t>(c)].idle.load(std::memory_order_relaxed)) ++n;
+  }
+  return n;
+}
+
 // balance_interval(): the kernel's get_sd_balance_interval(): the level's
 // interval, stretched by busy_factor on a busy worker, where v5.10 takes one
 // tick off so that the levels' periods are not multiples of each other;
@@ -596,17 +612,19 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
 }
 
 // active_balance_victim(): what the stopper of an active balance moves
-// (active_load_balance_cpu_stop(), v5.9/v5.10): nothing unless the worker
-// still has two runnable fibers, the stacking the request was for (the
-// running one has just been requeued or has left); else the fiber that ran
-// least recently of those that may run on `dst`. The kernel walks its
+// (active_load_balance_cpu_stop(), v5.9/v5.10): nothing when no fiber is
+// runnable here any more (the stopper's `busiest_rq->nr_running <= 1`,
+// which counts the stopper itself); else the fiber that ran least recently
+// of those that may run on `dst`, the one the running fiber's switch has
+// just requeued included: a worker with one fiber gives it up, as a CPU
+// whose stopper preempted its only task does. The kernel walks its
 // cfs_tasks list, most recently picked first, from the tail
 // (detach_one_task()); with nr_balance_failed raised past cache_nice_tries
 // by the request, hotness and util do not stop it. q is locked, curr off
 // it.
 sched_entity* engine::active_balance_victim(runqueue& q, int dst) noexcept {
   if (dst < 0 || static_cast<std::size_t>(dst) >= nr_cpus() || &rq(dst) == &q) return nullptr;
-  if (q.nr_running < 2) return nullptr;
+  if (q.nr_running == 0) return nullptr;
   sched_entity* best = nullptr;
   const auto consider = [&](sched_entity* se) {
     if (se->pinned >= 0 && se->pinned != dst) return;
@@ -994,10 +1012,14 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
   }
   r.pulled = pulled;
-  // The nohz kick: a busy worker with fibers queued behind it wakes a
-  // parked worker, which then balances for itself (nohz_balancer_kick()).
+  // The nohz kick (nohz_balancer_kick()): a busy worker wakes a parked
+  // one, which then balances for itself, when fibers are queued behind it
+  // (rq->nr_running >= 2) or when more than one worker of its LLC is busy
+  // (sd_llc_shared->nr_busy_cpus > 1): the idle ones elsewhere may take
+  // some of the LLC's work.
   std::int64_t& last_kick = last_idle_kick_[static_cast<std::size_t>(cpu)];
-  if (q.nr_queued.load(std::memory_order_relaxed) > 0 && now() - last_kick >= cfg_.idle_kick_interval_ns) {
+  if (busy && now() - last_kick >= cfg_.idle_kick_interval_ns &&
+      (q.nr_queued.load(std::memory_order_relaxed) > 0 || llc_busy_cpus(cpu) > 1)) {
     last_kick = now();
     r.kick = true;
   }

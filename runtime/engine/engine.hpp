@@ -750,6 +750,7 @@ class engine {
   void check_preempt_tick(int cpu, runqueue& q) noexcept;
   sched_entity* active_balance_victim(runqueue& q, int dst) noexcept;
   void note_newidle_cost(runqueue& q, std::int64_t cost) noexcept;
+  unsigned llc_busy_cpus(int cpu) const noexcept;
   void close_idle_period(runqueue& q, const now_source& now) noexcept;
   void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
