@@ -65,69 +65,77 @@ bool share_cache(const placement_request& req, int a, int b) {
 }
 
 // cpu_smt_mask(): the workers on cpu's core (the span of its SMT level), or
-// cpu alone when it shares its core with no other worker.
-std::vector<int> smt_siblings(const placement_request& req, int cpu) {
+// null when it shares its core with no other worker.
+const std::vector<int>* smt_siblings(const placement_request& req, int cpu) {
   for (const sched_domain& sd : chain_of(req, cpu)) {
     if (sd.has_flag(SD_SHARE_CPUCAPACITY)) {
-      return sd.span;
+      return &sd.span.get();
     }
   }
-  return {cpu};
+  return nullptr;
 }
 
-// for_each_cpu_wrap(): the workers of `span` starting at the first one >=
-// start, wrapping around to the beginning.
-std::vector<int> wrap_from(const std::vector<int>& span, int start) {
-  const auto first = std::lower_bound(span.begin(), span.end(), start);
-  std::vector<int> order(first, span.end());
-  order.insert(order.end(), span.begin(), first);
-  return order;
+// for_each_cpu_wrap(): visit `span` from the first worker >= start,
+// wrapping around; `visit` returns true to stop. No allocation: this is the
+// wake-up path.
+template <class Visit>
+void for_each_wrap(const std::vector<int>& span, int start, Visit&& visit) {
+  const auto n = span.size();
+  const auto first = static_cast<std::size_t>(std::lower_bound(span.begin(), span.end(), start) - span.begin());
+  for (std::size_t k = 0; k < n; ++k) {
+    if (visit(span[(first + k) % n])) return;
+  }
+}
+
+// The position of `cpu` in the wrap order of `span` from `start`.
+std::size_t wrap_position(const std::vector<int>& span, int start, int cpu) {
+  const auto n = span.size();
+  const auto first = static_cast<std::size_t>(std::lower_bound(span.begin(), span.end(), start) - span.begin());
+  const auto at = static_cast<std::size_t>(std::lower_bound(span.begin(), span.end(), cpu) - span.begin());
+  return (at + n - first) % n;
 }
 
 // select_idle_core(): the first core of the LLC (in scan order from target)
 // all of whose workers are idle; returns the worker through which the scan
-// reached it. Only on machines with SMT (sched_smt_present): without it every
-// core is one worker and select_idle_cpu() finds the same one.
+// reached it. Only on machines with SMT (sched_smt_present), and only while
+// the LLC's has_idle_cores hint is set: a scan that finds no idle core
+// clears it (set_idle_cores(target, 0)); a worker going idle with every
+// sibling idle sets it again (the engine).
 int select_idle_core(const placement_request& req, const sched_domain& llc, int target) {
   const bool smt_present = std::any_of(llc.span.begin(), llc.span.end(), [&](int cpu) {
-    return smt_siblings(req, cpu).size() > 1;
+    return smt_siblings(req, cpu) != nullptr;
   });
-  if (!smt_present) {
+  if (!smt_present || !snap(req, target).llc_has_idle_cores) {
     return -1;
   }
-  // Each core is judged once, through the first of its workers the scan meets.
-  std::vector<bool> seen(req.cpus.size(), false);
-  for (const int core : wrap_from(llc.span, target)) {
-    if (seen[static_cast<std::size_t>(core)]) {
-      continue;
+  int found = -1;
+  for_each_wrap(llc.span, target, [&](int core) {
+    const std::vector<int>* siblings = smt_siblings(req, core);
+    if (siblings == nullptr) {
+      if (idle_cpu(req, core)) found = core;
+      return found >= 0;
     }
-    const std::vector<int> siblings = smt_siblings(req, core);
-    for (const int cpu : siblings) {
-      seen[static_cast<std::size_t>(cpu)] = true;
+    // Each core is judged once, through the first of its workers the scan
+    // meets (the kernel drops the core's mask from the scan).
+    const std::size_t here = wrap_position(llc.span, target, core);
+    for (const int s : *siblings) {
+      if (s != core && in_span(llc.span, s) && wrap_position(llc.span, target, s) < here) return false;
     }
-    const bool all_idle = std::all_of(siblings.begin(), siblings.end(),
-                                      [&](int cpu) { return idle_cpu(req, cpu); });
-    if (all_idle) {
-      return core;
+    if (std::all_of(siblings->begin(), siblings->end(), [&](int cpu) { return idle_cpu(req, cpu); })) {
+      found = core;
     }
-  }
-  return -1;
+    return found >= 0;
+  });
+  if (found < 0 && req.effects != nullptr) req.effects->clear_idle_cores = target;
+  return found;
 }
 
-// select_idle_cpu() without SIS_PROP: the first idle worker of the LLC,
-// scanning from target and wrapping.
-int select_idle_cpu(const placement_request& req, const sched_domain& llc, int target) {
-  for (const int cpu : wrap_from(llc.span, target)) {
-    if (idle_cpu(req, cpu)) {
-      return cpu;
-    }
-  }
-  return -1;
-}
-
-// select_idle_smt(): an idle SMT sibling of target inside the LLC.
+// select_idle_smt(): an idle SMT sibling of target inside the LLC, from the
+// lowest.
 int select_idle_smt(const placement_request& req, const sched_domain& llc, int target) {
-  for (const int cpu : smt_siblings(req, target)) {
+  const std::vector<int>* siblings = smt_siblings(req, target);
+  if (siblings == nullptr) return -1;
+  for (const int cpu : *siblings) {
     if (in_span(llc.span, cpu) && idle_cpu(req, cpu)) {
       return cpu;
     }
@@ -198,6 +206,37 @@ int first_valid(const placement_request& req, int a, int b) {
 
 }  // namespace
 
+// select_idle_cpu(): the first idle worker of the LLC, scanning from target
+// and wrapping. SIS_PROP bounds the scan by what the waker can afford: its
+// average idle period / 512 per worker of the span against the average cost
+// of a scan, at least 4 (a pre-decremented count, so at most nr - 1 are
+// examined); only a scan that was not cut short joins that average.
+int select_idle_cpu(const placement_request& req, const sched_domain& llc, int target) {
+  long nr = std::numeric_limits<long>::max();
+  const int waker = req.origin;
+  if (valid_cpu(req, waker)) {
+    const std::int64_t avg_idle = snap(req, waker).avg_idle_ns / 512;
+    const std::int64_t avg_cost = snap(req, waker).avg_scan_cost_ns + 1;
+    const std::int64_t span_avg = static_cast<std::int64_t>(llc.span.size()) * avg_idle;
+    nr = span_avg > 4 * avg_cost ? static_cast<long>(span_avg / avg_cost) : 4;
+  }
+  int found = -1;
+  bool cut = false;
+  int examined = 0;
+  for_each_wrap(llc.span, target, [&](int cpu) {
+    if (--nr == 0) {
+      cut = true;
+      return true;
+    }
+    ++examined;
+    if (idle_cpu(req, cpu)) found = cpu;
+    return found >= 0;
+  });
+  if (!cut && valid_cpu(req, waker) && req.effects != nullptr) req.effects->scanned = examined;
+  return found;
+}
+
+
 int select_idle_sibling(const placement_request& req, int prev, int target) {
   if (idle_cpu(req, target)) {
     return target;
@@ -209,6 +248,14 @@ int select_idle_sibling(const placement_request& req, int prev, int target) {
   if (valid_cpu(req, prev) && prev != target && share_cache(req, prev, target) &&
       idle_cpu(req, prev)) {
     return prev;
+  }
+  // A worker the fiber was recently woken towards, idle and cache-affine:
+  // it takes that, and prev becomes the candidate for the next wake-up.
+  const int recent = req.fiber.recent_used_cpu;
+  if (valid_cpu(req, recent) && recent != prev && recent != target && share_cache(req, recent, target) &&
+      idle_cpu(req, recent)) {
+    if (req.effects != nullptr) req.effects->fiber_recent_used_cpu = prev;
+    return recent;
   }
   const sched_domain* llc = llc_domain(req, target);
   if (llc == nullptr) {
@@ -586,6 +633,9 @@ int select_task_rq(const placement_request& req, const cfs_features& f) {
       }
     }
     cpu = select_idle_sibling(req, prev, target);
+    // want_affine (wake_wide() is not modelled): the waker's running fiber
+    // remembers its worker.
+    if (origin >= 0 && req.effects != nullptr) req.effects->waker_recent_used_cpu = true;
   }
 
   const int preferred = req.fiber.preferred_node;

@@ -68,21 +68,26 @@ inline constexpr long small_numa_improvement = 30;
 int select_task_rq(const placement_request& req, const cfs_features& f);
 
 // select_idle_sibling() returns an idle worker near `target` (the kernel's
-// function of the same name, v5.10), else target. In order: target if idle;
-// prev if idle and sharing target's last-level cache; the first fully idle
-// core of target's LLC (select_idle_core: every SMT sibling idle, scanning
-// from target and wrapping); the first idle worker of the LLC
-// (select_idle_cpu, same scan); an idle SMT sibling of target
-// (select_idle_smt). Never returns a worker outside target's LLC; with no
-// LLC domain above target (a cache of its own) the answer is target.
-// Not modelled: recent_used_cpu (needs per-fiber history), the per-CPU
-// kthread shortcut (no kthreads), the LLC's has_idle_cores hint (the scan is
-// done every time, which is what the hint approximates), and SIS_PROP (the
-// kernel bounds the select_idle_cpu scan by the waker's average idle time
-// over the measured scan cost; usched scans the whole LLC, which on the LLC
-// sizes usched runs on costs less than the measurement would).
-// Requires a valid target; prev may be -1.
+// function of the same name, v5.9/v5.10), else target. In order: target if
+// idle; prev if idle and sharing target's last-level cache; the fiber's
+// recent_used_cpu if idle, sharing target's cache and neither of those (the
+// fiber then remembers prev instead, req.effects); the first fully idle core
+// of target's LLC, while the LLC's has_idle_cores hint is set
+// (select_idle_core: every SMT sibling idle, scanning from target and
+// wrapping; a scan that finds none clears the hint); the first idle worker
+// of the LLC (select_idle_cpu, same scan, bounded by SIS_PROP); an idle SMT
+// sibling of target (select_idle_smt). Never returns a worker outside
+// target's LLC; with no LLC domain above target (a cache of its own) the
+// answer is target. Not modelled: the per-CPU kthread shortcut (no
+// kthreads). Requires a valid target; prev may be -1.
 int select_idle_sibling(const placement_request& req, int prev, int target);
+
+// select_idle_cpu() is the scan for an idle worker of `llc` from target
+// (wrapping), with SIS_PROP: when the waker is a worker (req.origin), at most
+// max(4, span x (its avg_idle / 512) / (its avg_scan_cost + 1)) - 1 workers
+// are examined; a scan that ends uncut reports how many it examined
+// (req.effects->scanned) for the waker's scan-cost average. -1: none found.
+int select_idle_cpu(const placement_request& req, const sched_domain& llc, int target);
 
 // wake_affine() is the kernel's wake_affine(): whether the fiber woken by
 // `this_cpu` (the waker) should run near the waker instead of near

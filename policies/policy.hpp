@@ -51,6 +51,14 @@ struct cpu_snapshot {
   // none or nothing running) and its load_avg.
   int curr_preferred_node = -1;
   unsigned long curr_load = 0;
+  // Wake-up placement (select_idle_sibling()): whether this worker's LLC
+  // may hold a wholly idle core (sd_llc_shared->has_idle_cores; true when
+  // unknown), this worker's average idle period (rq->avg_idle) and the
+  // average cost of its wake-up scans (sd_llc->avg_scan_cost), for
+  // SIS_PROP.
+  bool llc_has_idle_cores = true;
+  std::int64_t avg_idle_ns = 0;
+  std::int64_t avg_scan_cost_ns = 0;
 };
 
 // What a policy may know about one fiber: its PELT signals and its wishes.
@@ -60,12 +68,31 @@ struct fiber_view {
   unsigned weight = 1024;
   int preferred_node = -1;     // spawn_options::numa_node, -1 = none
   bool cache_hot = false;      // ran on its worker less than the migration cost ago
+  int recent_used_cpu = -1;    // p->recent_used_cpu: a worker it was recently woken towards
 };
 
 // Why a worker is placing a fiber.
 enum class placement_kind : std::uint8_t {
   spawn,  // a new fiber (the kernel's fork balance, find_idlest_group)
   wake,   // a blocked fiber became runnable (select_idle_sibling)
+};
+
+// What a placement decided besides the worker, for the engine to apply
+// (the kernel's select_task_rq_fair() writes these as it goes).
+struct placement_effects {
+  // The fiber's recent_used_cpu from now on; keep_recent: unchanged.
+  static constexpr int keep_recent = -2;
+  int fiber_recent_used_cpu = keep_recent;
+  // The waker's running fiber: its recent_used_cpu becomes the waker's
+  // worker (want_affine in the fast path).
+  bool waker_recent_used_cpu = false;
+  // A full scan for an idle core found none: clear has_idle_cores of this
+  // worker's LLC (-1: nothing to clear).
+  int clear_idle_cores = -1;
+  // select_idle_cpu() scanned this many workers of the waker's LLC to the
+  // end (not cut short by SIS_PROP): its scan cost joins the average (-1:
+  // no such scan).
+  int scanned = -1;
 };
 
 struct placement_request {
@@ -76,6 +103,7 @@ struct placement_request {
   std::span<const cpu_snapshot> cpus;
   const domain_tree* domains = nullptr;
   std::uint64_t random = 0;  // fresh random bits for randomized choices
+  placement_effects* effects = nullptr;  // where to report them; null: not asked
 };
 
 // The kernel's enum cpu_idle_type: the state of the worker that balances.

@@ -422,6 +422,77 @@ TEST_CASE("select_idle_sibling: no idle core but an idle PU", "[cfs][placement]"
   }
 }
 
+TEST_CASE("select_idle_sibling: a recently used worker before the scan, and prev becomes the next candidate",
+          "[cfs][placement]") {
+  // v5.9/v5.10 step 4: p->recent_used_cpu, if idle, cache-affine with the
+  // target, neither prev nor target; the fiber then remembers prev.
+  machine m(smt_machine, 8);
+  m.run(0).run(2);  // target 0 and prev 2 busy; 1 and 3 idle
+  fiber_view f = fiber_of(full_load);
+  f.recent_used_cpu = 3;
+  placement_request req = m.wake(-1, 2, f);
+  usched::placement_effects fx;
+  req.effects = &fx;
+  CHECK(cfs::select_idle_sibling(req, 2, 0) == 3);  // the scan from 0 would find 1
+  CHECK(fx.fiber_recent_used_cpu == 2);
+  SECTION("a recently used worker in another LLC is not tried") {
+    f.recent_used_cpu = 5;
+    placement_request other = m.wake(-1, 2, f);
+    usched::placement_effects fx2;
+    other.effects = &fx2;
+    CHECK(cfs::select_idle_sibling(other, 2, 0) == 1);
+    CHECK(fx2.fiber_recent_used_cpu == usched::placement_effects::keep_recent);
+  }
+}
+
+TEST_CASE("select_idle_sibling: no idle-core scan while the LLC's has_idle_cores hint is clear",
+          "[cfs][placement]") {
+  machine m(smt_machine, 8);
+  m.run(0);  // target 0 busy, sibling 1 idle, core {2,3} idle
+  SECTION("hint set: the whole idle core") {
+    CHECK(cfs::select_idle_sibling(m.wake(-1, 0), 0, 0) == 2);
+  }
+  SECTION("hint clear: the first idle PU, beside a busy sibling") {
+    for (int c = 0; c < 4; ++c) m.at(c).llc_has_idle_cores = false;
+    CHECK(cfs::select_idle_sibling(m.wake(-1, 0), 0, 0) == 1);
+  }
+  SECTION("a scan that finds no idle core asks for the hint to be cleared") {
+    m.run(2);  // idle: 1 and 3, each beside a busy sibling
+    placement_request req = m.wake(-1, 0);
+    usched::placement_effects fx;
+    req.effects = &fx;
+    CHECK(cfs::select_idle_sibling(req, 0, 0) == 1);
+    CHECK(fx.clear_idle_cores == 0);
+  }
+}
+
+TEST_CASE("select_idle_cpu: SIS_PROP bounds the scan by the waker's idle average", "[cfs][placement]") {
+  // nr = span x (avg_idle / 512) / (avg_scan_cost + 1), at least 4, pre-
+  // decremented: with the minimum, three workers are examined.
+  machine llc8("pack:1 core:8 pu:1", 8);
+  for (int c = 0; c < 7; ++c) llc8.run(c);  // only worker 7 idle
+  const sched_domain& llc = llc8.domain(0, 0);
+  REQUIRE(llc.span.size() == 8);
+  SECTION("a waker that idles briefly: 3 examined from target 0, worker 7 not reached") {
+    llc8.at(0).avg_idle_ns = 10'000;     // 19 ns a worker
+    llc8.at(0).avg_scan_cost_ns = 1'000;
+    placement_request req = llc8.wake(0, 1);
+    usched::placement_effects fx;
+    req.effects = &fx;
+    CHECK(cfs::select_idle_cpu(req, llc, 0) == -1);
+    CHECK(fx.scanned == -1);  // cut short: the average is not updated
+  }
+  SECTION("a waker with long idle periods scans the whole LLC") {
+    llc8.at(0).avg_idle_ns = 1'000'000;  // 1953 ns a worker: nr = 8 x 1953 / 1001 = 15
+    llc8.at(0).avg_scan_cost_ns = 1'000;
+    placement_request req = llc8.wake(0, 1);
+    usched::placement_effects fx;
+    req.effects = &fx;
+    CHECK(cfs::select_idle_cpu(req, llc, 0) == 7);
+    CHECK(fx.scanned == 8);
+  }
+}
+
 TEST_CASE("select_idle_sibling: nothing idle in the LLC keeps target, never leaves the LLC",
           "[cfs][placement]") {
   machine m(smt_machine, 8);

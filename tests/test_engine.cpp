@@ -15,6 +15,7 @@ namespace {
 using usched::detail::engine;
 using usched::detail::enqueue_kind;
 using usched::detail::prev_action;
+using usched::placement_kind;
 using usched::detail::sched_entity;
 
 engine make_engine(const char* synthetic, unsigned workers, const char* policy) {
@@ -578,6 +579,37 @@ TEST_CASE("engine: a snapshot takes a migrated fiber's blocked load off the work
   CHECK(scratch[0].util_avg < 5);
   CHECK(scratch[0].load_avg < 5);
   CHECK(scratch[1].util_avg > 900);  // a's estimate, queued there
+}
+
+TEST_CASE("engine: the LLC's has_idle_cores hint is cleared by a fruitless core scan and set by a worker going idle",
+          "[engine][cfs]") {
+  // Two 2-way SMT cores in one LLC: {0, 1} and {2, 3}. Workers 0 and 2 run.
+  engine e = make_engine("pack:1 l3:1 core:2 pu:2", 4, "cfs");
+  std::vector<usched::cpu_snapshot> scratch;
+  sched_entity a, b, w;
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+  e.enqueue(2, &b, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(2, nullptr, prev_action::requeue, 0) == &b);
+  e.snapshot(scratch, 0);
+  CHECK(scratch[0].llc_has_idle_cores);
+  // w last ran on 0 and is woken from 0: target and prev busy, no whole
+  // idle core: the idle PU 1, and the hint goes.
+  w.cpu = 0;
+  CHECK(e.select_cpu(placement_kind::wake, w, 0, 1, scratch, 1'000) == 1);
+  e.snapshot(scratch, 1'000);
+  CHECK_FALSE(scratch[0].llc_has_idle_cores);
+  CHECK_FALSE(scratch[3].llc_has_idle_cores);
+  // The waker's running fiber now remembers its worker.
+  CHECK(a.recent_used_cpu == 0);
+  // b blocks: worker 2 goes idle beside an idle 3, so the core is idle.
+  CHECK(e.pick_next(2, &b, prev_action::block, 2'000) == nullptr);
+  e.snapshot(scratch, 2'000);
+  CHECK(scratch[0].llc_has_idle_cores);
+  // A spawn's recent_used_cpu is its spawner's worker.
+  sched_entity child;
+  e.select_cpu(placement_kind::spawn, child, 0, 1, scratch, 3'000);
+  CHECK(child.recent_used_cpu == 0);
 }
 
 TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",

@@ -57,6 +57,18 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
   if (!fair_) {
     for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
   }
+  // The LLC and SMT maps of the wake-up placement's has_idle_cores hint.
+  llc_first_.assign(nr_cpus(), -1);
+  smt_siblings_.resize(nr_cpus());
+  idle_cores_ = std::make_unique<std::atomic<bool>[]>(nr_cpus());
+  for (std::size_t c = 0; c < nr_cpus(); ++c) {
+    for (const sched_domain& sd : domains_.per_cpu[c]) {
+      if (sd.has_flag(SD_SHARE_PKG_RESOURCES)) llc_first_[c] = sd.span.get().front();
+      if (sd.has_flag(SD_SHARE_CPUCAPACITY) && smt_siblings_[c].empty()) smt_siblings_[c] = sd.span.get();
+    }
+    if (!smt_siblings_[c].empty()) smt_present_ = true;
+    idle_cores_[c].store(true, std::memory_order_relaxed);
+  }
   // As the kernel boots its runqueues (sched_init()).
   for (std::size_t c = 0; c < nr_cpus(); ++c) {
     rqs_[c].avg_idle.store(2 * cfg_.migration_cost_ns, std::memory_order_relaxed);
@@ -307,6 +319,10 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) con
     s.nr_running = s.nr_queued + (s.idle ? 0u : 1u);
     s.capacity = domains_.cpu_capacity.empty() ? capacity_scale : domains_.cpu_capacity[i];
     s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
+    s.llc_has_idle_cores =
+        llc_first_[i] < 0 || idle_cores_[static_cast<std::size_t>(llc_first_[i])].load(std::memory_order_relaxed);
+    s.avg_idle_ns = q.avg_idle.load(std::memory_order_relaxed);
+    s.avg_scan_cost_ns = q.avg_scan_cost.load(std::memory_order_relaxed);
     if (!tracks_load()) continue;
     // A runqueue nobody updated for a while (its worker is parked) still
     // holds the values of its last update; bring them to now, as the
@@ -344,11 +360,14 @@ fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool h
   v.weight = se.weight;
   v.preferred_node = se.preferred_node;
   v.cache_hot = hot_check && now() - se.exec_start < cfg_.migration_cost_ns;
+  v.recent_used_cpu = se.recent_used_cpu;
   return v;
 }
 
-int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, std::uint64_t random,
+int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::uint64_t random,
                        std::vector<cpu_snapshot>& scratch, const now_source& now) {
+  // At a fork the child's recent_used_cpu is its parent's CPU.
+  if (kind == placement_kind::spawn && origin >= 0) se.recent_used_cpu = origin;
   if (se.pinned >= 0) return se.pinned;
   if (nr_cpus() == 1) return 0;
   if (places_without_snapshot_) {
@@ -364,8 +383,11 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
   req.cpus = scratch;
   req.domains = &domains_;
   req.random = random;
+  placement_effects fx;
+  req.effects = &fx;
   const int cpu = policy_->select_cpu(req);
   assert(cpu >= 0 && static_cast<std::size_t>(cpu) < nr_cpus());
+  apply_effects(fx, se, origin);
   if (kind == placement_kind::wake && origin >= 0) {
     cpu_counters& c = counters_[static_cast<std::size_t>(origin)];
     if (cpu == req.prev) {
@@ -378,6 +400,44 @@ int engine::select_cpu(placement_kind kind, const sched_entity& se, int origin, 
     }
   }
   return cpu;
+}
+
+// apply_effects(): what the placement wrote besides its answer. The
+// fiber's recent_used_cpu is its waker's to write (the fiber is off every
+// runqueue); the waker's own running fiber and scan average are its
+// worker's, which is the one placing (origin).
+void engine::apply_effects(const placement_effects& fx, sched_entity& se, int origin) noexcept {
+  if (fx.fiber_recent_used_cpu != placement_effects::keep_recent) se.recent_used_cpu = fx.fiber_recent_used_cpu;
+  if (fx.clear_idle_cores >= 0) {
+    const int llc = llc_first_[static_cast<std::size_t>(fx.clear_idle_cores)];
+    if (llc >= 0) idle_cores_[static_cast<std::size_t>(llc)].store(false, std::memory_order_relaxed);
+  }
+  if (origin < 0) return;
+  runqueue& q = rq(origin);
+  if (fx.waker_recent_used_cpu) {
+    // Only this worker's thread switches its running fiber, so curr is
+    // stable here.
+    if (sched_entity* waker = q.curr) waker->recent_used_cpu = origin;
+  }
+  if (fx.scanned >= 0) {
+    const std::int64_t cost = cfg_.wake_scan_per_cpu_ns * fx.scanned;
+    std::int64_t avg = q.avg_scan_cost.load(std::memory_order_relaxed);
+    avg += (cost - avg) / 8;  // update_avg()
+    q.avg_scan_cost.store(avg, std::memory_order_relaxed);
+  }
+}
+
+// update_idle_core(): `cpu` is going idle (set_next_task_idle() ->
+// __update_idle_core()): if every SMT sibling is idle too, its LLC has an
+// idle core again.
+void engine::update_idle_core(int cpu) noexcept {
+  if (!smt_present_) return;
+  const int llc = llc_first_[static_cast<std::size_t>(cpu)];
+  if (llc < 0 || idle_cores_[static_cast<std::size_t>(llc)].load(std::memory_order_relaxed)) return;
+  for (const int s : smt_siblings_[static_cast<std::size_t>(cpu)]) {
+    if (s != cpu && !rqs_[static_cast<std::size_t>(s)].idle.load(std::memory_order_relaxed)) return;
+  }
+  idle_cores_[static_cast<std::size_t>(llc)].store(true, std::memory_order_relaxed);
 }
 
 // ---- enqueue / pick ------------------------------------------------------------
@@ -580,6 +640,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   q.need_resched.store(false, std::memory_order_relaxed);
   q.idle.store(next == nullptr, std::memory_order_relaxed);
   if (fair_) q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+  if (next == nullptr && fair_) update_idle_core(cpu);
   if (tracks_load()) {
     if (load_changed) {
       publish_load(q);

@@ -60,6 +60,11 @@ struct sched_entity {
   // A wake-up arrived while the fiber was still running on its way to
   // block: its worker must keep it runnable (under the runqueue's lock).
   bool wake_pending = false;
+  // The kernel's p->recent_used_cpu: a worker it was recently woken
+  // towards, tried by the wake-up placement before it scans the LLC. Set at
+  // a spawn to the spawner's worker, and by each wake-up the fiber makes
+  // while running; the placement may hand it the fiber's previous worker.
+  int recent_used_cpu = -1;
 
   // vruntime order, for the fair discipline.
   // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
@@ -205,6 +210,9 @@ struct alignas(64) runqueue {
   std::atomic<std::int64_t> idle_stamp{0};
   std::atomic<std::int64_t> avg_idle{0};
   std::atomic<std::int64_t> max_idle_balance_cost{0};
+  // The average cost of this worker's wake-up scans of its LLC
+  // (sd_llc->avg_scan_cost, SIS_PROP); only this worker's thread writes it.
+  std::atomic<std::int64_t> avg_scan_cost{0};
   // Set by the worker that served an active balance this one asked for:
   // 1 + the lowest level of this worker's domains that spans both, whose
   // failure count this worker resets at its next pass (0: none).
@@ -319,6 +327,10 @@ struct engine_config {
   // nanoseconds per worker in the level's span (the simulator's
   // `balance_pass` cost).
   std::int64_t balance_pass_per_cpu_ns = 0;
+  // What select_idle_cpu() counts a worker of its scan as costing, for
+  // SIS_PROP's scan-cost average (the kernel times the scan; a scan here
+  // reads snapshots, and this is what a balance pass spends per worker).
+  std::int64_t wake_scan_per_cpu_ns = 30;
   // The scheduler tick: how often a running worker does its periodic work
   // (load tracking of the running fiber, periodic balance), like HZ=1000.
   std::int64_t tick_ns = 1'000'000;
@@ -514,8 +526,10 @@ class engine {
   // select_cpu() chooses the worker for a new (kind == spawn) or woken fiber:
   // its pinned worker if it has one, else the policy's choice. `origin` is the
   // worker asking, -1 for a thread outside the runtime. Counts the wake-up
-  // path on `origin` (or the target when origin < 0). Takes no lock.
-  int select_cpu(placement_kind kind, const sched_entity& se, int origin, std::uint64_t random,
+  // path on `origin` (or the target when origin < 0), and applies what the
+  // placement noted (recent_used_cpu, the has_idle_cores hint, the scan
+  // average). Takes no lock.
+  int select_cpu(placement_kind kind, sched_entity& se, int origin, std::uint64_t random,
                  std::vector<cpu_snapshot>& scratch, const now_source& now);
 
   // enqueue() makes `se` runnable on `cpu`. Locks that runqueue. Returns the
@@ -751,6 +765,8 @@ class engine {
   sched_entity* active_balance_victim(runqueue& q, int dst) noexcept;
   void note_newidle_cost(runqueue& q, std::int64_t cost) noexcept;
   unsigned llc_busy_cpus(int cpu) const noexcept;
+  void update_idle_core(int cpu) noexcept;
+  void apply_effects(const placement_effects& fx, sched_entity& se, int origin) noexcept;
   void close_idle_period(runqueue& q, const now_source& now) noexcept;
   void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
@@ -787,6 +803,14 @@ class engine {
   bool smt_ignores_cache_hot_;  // the policy's, asked once
   bool shortens_busy_interval_;  // the policy's, asked once
   bool rations_newidle_;         // the policy's, asked once
+  // has_idle_cores of each LLC (sd_llc_shared), indexed by the LLC's first
+  // worker; the LLC's first worker of each worker, and its SMT siblings
+  // (empty without SMT). Wake-up placement reads the hint, a worker going
+  // idle sets it, a scan that finds no idle core clears it.
+  std::unique_ptr<std::atomic<bool>[]> idle_cores_;
+  std::vector<int> llc_first_;
+  std::vector<std::vector<int>> smt_siblings_;
+  bool smt_present_ = false;
   unsigned nr_latency_ = 8;  // sched_nr_latency()
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
