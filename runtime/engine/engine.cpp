@@ -593,12 +593,14 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
       prev->on_rq.store(false, std::memory_order_release);
     }
   }
-  // An active balance asked of this worker is served at its first switch
-  // after the request, whatever the switch is: the kernel's stopper runs
-  // before the task it preempted can do anything else.
+  // An active balance asked of this worker is served at its running
+  // fiber's first switch after the request, whatever the switch is: the
+  // kernel's stopper runs before the task it preempted can do anything
+  // else. (An idle worker's pick has no fiber switching away; the request
+  // waits for the next one.)
   sched_entity* pushed = nullptr;
   int push_dst = -1;
-  if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
+  if (prev && q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
     push_dst = q.active_balance_dst.exchange(-1, std::memory_order_relaxed);
     pushed = active_balance_victim(q, push_dst);
     if (pushed) {

@@ -221,7 +221,11 @@ void worker::yield_current(prev_action action) {
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
   if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
   if (has_timers_) run_timers(now_ns());
-  auto* next = static_cast<fiber*>(rt_.eng().schedule(index_, self, prev_action::block, engine_clock()).next);
+  // An active balance asked of this worker is served at this switch too:
+  // the worker it handed a fiber to must be woken.
+  const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, engine_clock());
+  if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
+  auto* next = static_cast<fiber*>(r.next);
   // A wake-up that arrived before we got here turned the block into a
   // requeue; if nothing else is queued, we are picked again: keep running.
   if (next == self) {
@@ -232,7 +236,9 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
 }
 
 void worker::exit_current() {
-  auto* next = static_cast<fiber*>(rt_.eng().schedule(index_, current_, prev_action::exit, engine_clock()).next);
+  const pick_result r = rt_.eng().schedule(index_, current_, prev_action::exit, engine_clock());
+  if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
+  auto* next = static_cast<fiber*>(r.next);
   switch_to(next ? next : &idle_, true);
   __builtin_unreachable();
 }
