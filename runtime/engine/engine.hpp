@@ -147,7 +147,7 @@ struct cpu_counters {
   stat_counter wakeup_preemptions;// wake-ups that asked the running fiber to yield
   stat_counter tick_preemptions;  // ticks that ended the running fiber's slice
   stat_counter active_pushes;     // fibers it moved to another worker for an active balance
-  stat_counter active_abandoned;  // active balances asked of it that found too little to move
+  stat_counter active_abandoned;  // active balances asked of it that found no fiber runnable to hand over
 };
 
 // A worker's runqueue.
