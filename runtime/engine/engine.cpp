@@ -365,7 +365,7 @@ fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool h
 }
 
 int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::uint64_t random,
-                       std::vector<cpu_snapshot>& scratch, const now_source& now) {
+                       std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin) {
   // At a fork the child's recent_used_cpu is its parent's CPU.
   if (kind == placement_kind::spawn && origin >= 0) se.recent_used_cpu = origin;
   if (se.pinned >= 0) return se.pinned;
@@ -387,7 +387,7 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   req.effects = &fx;
   const int cpu = policy_->select_cpu(req);
   assert(cpu >= 0 && static_cast<std::size_t>(cpu) < nr_cpus());
-  apply_effects(fx, se, origin);
+  apply_effects(fx, se, origin, by_origin);
   if (kind == placement_kind::wake && origin >= 0) {
     cpu_counters& c = counters_[static_cast<std::size_t>(origin)];
     if (cpu == req.prev) {
@@ -405,14 +405,15 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
 // apply_effects(): what the placement wrote besides its answer. The
 // fiber's recent_used_cpu is its waker's to write (the fiber is off every
 // runqueue); the waker's own running fiber and scan average are its
-// worker's, which is the one placing (origin).
-void engine::apply_effects(const placement_effects& fx, sched_entity& se, int origin) noexcept {
+// worker's, written only when that worker is the one placing (a timer fired
+// by another worker on origin's behalf leaves them).
+void engine::apply_effects(const placement_effects& fx, sched_entity& se, int origin, bool by_origin) noexcept {
   if (fx.fiber_recent_used_cpu != placement_effects::keep_recent) se.recent_used_cpu = fx.fiber_recent_used_cpu;
   if (fx.clear_idle_cores >= 0) {
     const int llc = llc_first_[static_cast<std::size_t>(fx.clear_idle_cores)];
     if (llc >= 0) idle_cores_[static_cast<std::size_t>(llc)].store(false, std::memory_order_relaxed);
   }
-  if (origin < 0) return;
+  if (origin < 0 || !by_origin) return;
   runqueue& q = rq(origin);
   if (fx.waker_recent_used_cpu) {
     // Only this worker's thread switches its running fiber, so curr is
@@ -998,11 +999,11 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
 }
 
 wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
-                            std::vector<cpu_snapshot>& scratch, const now_source& now) {
+                            std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin) {
   wake_result r;
   // Woken before it finished blocking: it keeps its place on its worker.
   if (kind == placement_kind::wake && wake_running(se)) return r;
-  r.cpu = select_cpu(kind, *se, origin, random, scratch, now);
+  r.cpu = select_cpu(kind, *se, origin, random, scratch, now, by_origin);
   // A spawn onto the spawner's own worker (a spawn's origin is the worker
   // whose running fiber spawns): no one is parked there to be told (the
   // kernel's wake_up_new_task on this CPU). Decided without reading the

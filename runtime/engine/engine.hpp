@@ -449,8 +449,13 @@ class engine {
   // (select_cpu), queued (enqueue) and the result says whom
   // to wake. A wake-up of a fiber still on its way to block only marks it
   // (wake_running), and cpu is -1. `scratch` is the caller's snapshot space.
+  //
+  // `by_origin` says whether the calling thread is origin's worker (false
+  // for a timer that another worker fires on origin's behalf): only then
+  // does the placement write origin's state (its running fiber's
+  // recent_used_cpu, its scan average).
   wake_result wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
-                      std::vector<cpu_snapshot>& scratch, const now_source& now);
+                      std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin = true);
 
   // schedule() is the running worker's switch decision: prev (its running
   // fiber) stops running as `action` says, and the next fiber comes back
@@ -530,7 +535,7 @@ class engine {
   // placement noted (recent_used_cpu, the has_idle_cores hint, the scan
   // average). Takes no lock.
   int select_cpu(placement_kind kind, sched_entity& se, int origin, std::uint64_t random,
-                 std::vector<cpu_snapshot>& scratch, const now_source& now);
+                 std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin = true);
 
   // enqueue() makes `se` runnable on `cpu`. Locks that runqueue. Returns the
   // number queued after the push.
@@ -766,7 +771,7 @@ class engine {
   void note_newidle_cost(runqueue& q, std::int64_t cost) noexcept;
   unsigned llc_busy_cpus(int cpu) const noexcept;
   void update_idle_core(int cpu) noexcept;
-  void apply_effects(const placement_effects& fx, sched_entity& se, int origin) noexcept;
+  void apply_effects(const placement_effects& fx, sched_entity& se, int origin, bool by_origin) noexcept;
   void close_idle_period(runqueue& q, const now_source& now) noexcept;
   void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;

@@ -389,7 +389,7 @@ void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w, int waker)
   // The engine places and queues the fiber; the backend wakes whom it says.
   wake_result r;
   if (w) {
-    r = engine_.wake_up(f, kind, waker, w->next_random(), w->scratch(), engine_clock());
+    r = engine_.wake_up(f, kind, waker, w->next_random(), w->scratch(), engine_clock(), waker == w->index());
   } else {
     // A thread outside the runtime places with its own scratch space and
     // the shared generator.
