@@ -447,7 +447,8 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
           "fails when a shape does not hold. The simulated rows are the same on every machine. The thread's "
           "machines had 8 to 40 CPUs; the 2-core machines this project builds on can show none of these "
           "effects on hardware (one LLC, no NUMA), and no 16-core machine was at hand when this page was "
-          "made, so there are no hardware rows.\n\n"
+          "made, so there are no hardware rows (the 2-core hardware comparison of every policy, under the "
+          "README's main job, is in `docs/schbench.md`).\n\n"
        << "| experiment | shape |\n|---|---|\n";
   for (const auto& [title, s] : summary) page << "| " << title << " | " << (s.holds ? "holds" : "**does not hold**") << " |\n";
   page << "\n" << body.str();
