@@ -53,9 +53,9 @@ struct cpu_snapshot {
   unsigned long curr_load = 0;
   // Wake-up placement (select_idle_sibling()): whether this worker's LLC
   // may hold a wholly idle core (sd_llc_shared->has_idle_cores; true when
-  // unknown), this worker's average idle period (rq->avg_idle) and the
-  // average cost of its wake-up scans (sd_llc->avg_scan_cost), for
-  // SIS_PROP.
+  // unknown), and, for the placing worker only (0 for the others), its
+  // average idle period (rq->avg_idle) and the average cost of its wake-up
+  // scans (sd_llc->avg_scan_cost), for SIS_PROP.
   bool llc_has_idle_cores = true;
   std::int64_t avg_idle_ns = 0;
   std::int64_t avg_scan_cost_ns = 0;

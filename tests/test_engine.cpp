@@ -455,10 +455,10 @@ TEST_CASE("engine: a level this worker may not balance counts as balanced and en
 TEST_CASE("engine: the CFS family rations the newly-idle balance by the average idle period",
           "[engine][cfs]") {
   // newidle_balance(): no pass when the worker's idle periods average less
-  // than the migration cost (0.5 ms); the period starts at the pass and
-  // ends with the next wake-up there (ttwu_do_wakeup(): avg += (delta -
-  // avg) / 8, at most twice the longest pass, itself at least the migration
-  // cost).
+  // than the migration cost (0.5 ms). The period starts when the worker
+  // finds nothing to run and ends when it picks a fiber up again: avg +=
+  // (delta - avg) / 8, at most twice the longest pass, itself at least the
+  // migration cost (ttwu_do_wakeup()).
   constexpr std::int64_t us = 1'000;
   engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
   std::vector<usched::cpu_snapshot> scratch;
@@ -473,27 +473,28 @@ TEST_CASE("engine: the CFS family rations the newly-idle balance by the average 
   CHECK(q1.max_idle_balance_cost.load() == 500 * us);
   SECTION("short idle periods: no pass, and idle_poll never retries") {
     q1.avg_idle = 400 * us;
-    CHECK(e.idle_balance(1, 10'000 * us, 1, scratch) == 0);
+    CHECK(e.find_work(1, 10'000 * us, 1, scratch) == nullptr);
     CHECK(e.counters(1).newidle_skipped == 1);
     CHECK(e.counters(1).newidle_attempts == 0);
     CHECK(q1.idle_stamp.load() == 10'000 * us);
     CHECK(e.idle_poll(1, 10'002 * us, 1, scratch) == 0);
     CHECK(e.counters(1).newidle_skipped == 1);
-    // A wake-up 100 us later closes the period: 400 + (100 - 400) / 8.
+    // A fiber woken here 100 us later is picked up: 400 + (100 - 400) / 8.
     e.enqueue(1, &f[2], enqueue_kind::wakeup, 10'100 * us);
+    CHECK(e.find_work(1, 10'100 * us, 1, scratch) == &f[2]);
     CHECK(q1.avg_idle.load() == 400 * us + (100 * us - 400 * us) / 8);
     CHECK(q1.idle_stamp.load() == 0);
   }
   SECTION("long idle periods: the pass runs and pulls; the average is capped") {
-    CHECK(e.idle_balance(1, 10'000 * us, 1, scratch) == 1);
+    CHECK(e.find_work(1, 10'000 * us, 1, scratch) == &f[1]);
     CHECK(e.counters(1).newidle_attempts == 1);
     CHECK(q1.idle_stamp.load() == 0);  // it pulled: no idle period
     // Idle again with nothing to pull, then woken 5 ms later: the average
     // would be 1000 + (5000 - 1000) / 8 = 1500 us, capped at 2 x 500.
-    REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 10'000 * us) == &f[1]);
     CHECK(e.pick_next(1, &f[1], prev_action::block, 10'100 * us) == nullptr);
-    CHECK(e.idle_balance(1, 10'100 * us, 1, scratch) == 0);
+    CHECK(e.find_work(1, 10'100 * us, 1, scratch) == nullptr);
     e.enqueue(1, &f[1], enqueue_kind::wakeup, 15'100 * us);
+    CHECK(e.find_work(1, 15'100 * us, 1, scratch) == &f[1]);
     CHECK(q1.avg_idle.load() == 1000 * us);
   }
 }

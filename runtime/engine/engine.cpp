@@ -321,8 +321,10 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) con
     s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
     s.llc_has_idle_cores =
         llc_first_[i] < 0 || idle_cores_[static_cast<std::size_t>(llc_first_[i])].load(std::memory_order_relaxed);
-    s.avg_idle_ns = q.avg_idle.load(std::memory_order_relaxed);
-    s.avg_scan_cost_ns = q.avg_scan_cost.load(std::memory_order_relaxed);
+    // The placing worker's own (select_cpu fills them in): no other line of
+    // every runqueue to read.
+    s.avg_idle_ns = 0;
+    s.avg_scan_cost_ns = 0;
     if (!tracks_load()) continue;
     // A runqueue nobody updated for a while (its worker is parked) still
     // holds the values of its last update; bring them to now, as the
@@ -383,6 +385,11 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   req.cpus = scratch;
   req.domains = &domains_;
   req.random = random;
+  if (origin >= 0 && !places_without_snapshot_) {
+    const runqueue& mine = rq(origin);
+    scratch[static_cast<std::size_t>(origin)].avg_idle_ns = mine.avg_idle.load(std::memory_order_relaxed);
+    scratch[static_cast<std::size_t>(origin)].avg_scan_cost_ns = mine.avg_scan_cost.load(std::memory_order_relaxed);
+  }
   placement_effects fx;
   req.effects = &fx;
   const int cpu = policy_->select_cpu(req);
@@ -508,10 +515,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
     }
   }
   add_runnable(cpu, q, se, kind);
-  if (kind == enqueue_kind::wakeup) {
-    check_preempt(cpu, q, *se);
-    if (rations_newidle_) close_idle_period(q, now);
-  }
+  if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
@@ -909,10 +913,8 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   const std::int64_t avg_idle = q.avg_idle.load(std::memory_order_relaxed);
   if (rations_newidle_) {
-    // The kernel's newidle_balance(): the idle period starts here, and a
-    // worker whose idle periods are on average shorter than a migration is
-    // worth does not balance at all.
-    q.idle_stamp.store(now(), std::memory_order_relaxed);
+    // The kernel's newidle_balance(): a worker whose idle periods are on
+    // average shorter than a migration is worth does not balance at all.
     if (avg_idle < cfg_.migration_cost_ns) {
       c.newidle_skipped.add();
       return 0;
@@ -955,9 +957,12 @@ void engine::note_newidle_cost(runqueue& q, std::int64_t cost) noexcept {
   }
 }
 
-// close_idle_period(): a fiber woke onto q (locked): if its worker went idle
-// through a newly-idle pass that pulled nothing, that idle period ends now
-// and joins the average, capped at twice the longest pass (ttwu_do_wakeup()).
+// close_idle_period(): q's worker, idle since its stamp, found a fiber to
+// run: the idle period ends now and joins the average, capped at twice the
+// longest pass (update_avg() in ttwu_do_wakeup()). The kernel closes it in
+// the waker's try_to_wake_up(); here the worker closes its own when it
+// picks the fiber up, a wake-up's latency later, so that no waker touches
+// the line.
 void engine::close_idle_period(runqueue& q, const now_source& now) noexcept {
   const std::int64_t stamp = q.idle_stamp.load(std::memory_order_relaxed);
   if (stamp == 0) return;
@@ -993,7 +998,16 @@ void engine::refresh_overload() noexcept {
 
 sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t random,
                                 std::vector<cpu_snapshot>& scratch) {
-  if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) return se;
+  runqueue& q = rq(cpu);
+  if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) {
+    if (rations_newidle_) close_idle_period(q, now);
+    return se;
+  }
+  // Going idle: the idle period starts (newidle_balance() stamps it first
+  // thing, whether or not it balances).
+  if (rations_newidle_ && q.idle_stamp.load(std::memory_order_relaxed) == 0) {
+    q.idle_stamp.store(std::max<std::int64_t>(1, now()), std::memory_order_relaxed);
+  }
   if (idle_balance(cpu, now, random, scratch) == 0) return nullptr;
   return pick_next(cpu, nullptr, prev_action::requeue, now);
 }

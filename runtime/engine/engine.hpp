@@ -201,22 +201,6 @@ struct alignas(64) runqueue {
   alignas(64) timeline_t timeline;
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
-  // Newly-idle rationing (the kernel's rq->idle_stamp, avg_idle and
-  // max_idle_balance_cost): when the worker last went idle (0: it is not
-  // idle since, or it pulled), the average of its idle periods, and the
-  // longest newly-idle pass of its whole chain. The owner sets the stamp
-  // and the costs; a wake-up onto the runqueue (under the lock) closes the
-  // idle period.
-  std::atomic<std::int64_t> idle_stamp{0};
-  std::atomic<std::int64_t> avg_idle{0};
-  std::atomic<std::int64_t> max_idle_balance_cost{0};
-  // The average cost of this worker's wake-up scans of its LLC
-  // (sd_llc->avg_scan_cost, SIS_PROP); only this worker's thread writes it.
-  std::atomic<std::int64_t> avg_scan_cost{0};
-  // Set by the worker that served an active balance this one asked for:
-  // 1 + the lowest level of this worker's domains that spans both, whose
-  // failure count this worker resets at its next pass (0: none).
-  std::atomic<int> active_balance_done{0};
   rq_pelt pelt;
   // The summed estimates of the fibers queued or running here
   // (cfs_rq->avg.util_est.enqueued); a worker's util is the larger of this
@@ -238,6 +222,26 @@ struct alignas(64) runqueue {
   std::atomic<unsigned long> removed_load{0};
   std::atomic<unsigned long> removed_util{0};
   std::atomic<unsigned long> removed_runnable{0};
+
+  // Off the paths of an enqueue and a pick, on a line of their own: what
+  // only an idle worker, a waker's placement or an active balance's reply
+  // touch.
+  // Newly-idle rationing (the kernel's rq->idle_stamp, avg_idle and
+  // max_idle_balance_cost): when the worker last went idle (0: it is not
+  // idle since, or it pulled), the average of its idle periods, and the
+  // longest newly-idle pass of its whole chain. The owner sets the stamp
+  // and the costs; a wake-up onto the runqueue (under the lock) closes the
+  // idle period.
+  alignas(64) std::atomic<std::int64_t> idle_stamp{0};
+  std::atomic<std::int64_t> avg_idle{0};
+  std::atomic<std::int64_t> max_idle_balance_cost{0};
+  // The average cost of this worker's wake-up scans of its LLC
+  // (sd_llc->avg_scan_cost, SIS_PROP); only this worker's thread writes it.
+  std::atomic<std::int64_t> avg_scan_cost{0};
+  // Set by the worker that served an active balance this one asked for:
+  // 1 + the lowest level of this worker's domains that spans both, whose
+  // failure count this worker resets at its next pass (0: none).
+  std::atomic<int> active_balance_done{0};
 };
 
 // now_source is the time of one engine event, as the backend supplies it:
