@@ -281,40 +281,30 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
   // ascending order of first worker, wrapping; update_sd_pick_busiest()
   // keeps the first of equals, so the order is part of the behaviour.
   const std::size_t first = sds.local >= 0 ? static_cast<std::size_t>(sds.local) : 0;
-  if (features.v4_11_busiest_ranking) {
-    // The local group comes first in the ring, so its capacity is known
-    // before any other group is ranked.
-    v4_11_rank busiest_rank;
-    bool local_has_capacity = false;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t g = (first + k) % n;
-      const bool local = static_cast<int>(g) == sds.local;
-      const sg_lb_stats sgs = update_sg_lb_stats(req, sd.groups[g], local, pct, features);
-      if (local) {
-        sds.local_stat = sgs;
-        local_has_capacity = v4_11_has_capacity(pct, sgs);
-      } else if (sgs.sum_h_nr_running > 0) {
-        const v4_11_rank rank = v4_11_rank_of(pct, sgs, sds.prefer_sibling, local_has_capacity);
-        if (v4_11_pick_busiest(rank, busiest_rank)) {
-          busiest_rank = rank;
-          sds.busiest = static_cast<int>(g);
-          sds.busiest_stat = sgs;
-        }
-      }
-      sds.total_load += sgs.group_load;
-      sds.total_capacity += sgs.group_capacity;
-    }
-    return sds;
-  }
+  // Under the v4.11 ranking the local group, first in the ring, has its
+  // capacity known before any other group is ranked.
+  v4_11_rank busiest_rank;
+  bool local_has_capacity = false;
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t g = (first + k) % n;
     const bool local = static_cast<int>(g) == sds.local;
     const sg_lb_stats sgs = update_sg_lb_stats(req, sd.groups[g], local, pct, features);
     if (local) {
       sds.local_stat = sgs;
-    } else if (update_sd_pick_busiest(req, sds, g, sgs)) {
-      sds.busiest = static_cast<int>(g);
-      sds.busiest_stat = sgs;
+      local_has_capacity = v4_11_has_capacity(pct, sgs);
+    } else {
+      bool pick = false;
+      if (features.v4_11_busiest_ranking) {
+        const v4_11_rank rank = v4_11_rank_of(pct, sgs, sds.prefer_sibling, local_has_capacity);
+        pick = sgs.sum_h_nr_running > 0 && v4_11_pick_busiest(rank, busiest_rank);
+        if (pick) busiest_rank = rank;
+      } else {
+        pick = update_sd_pick_busiest(req, sds, g, sgs);
+      }
+      if (pick) {
+        sds.busiest = static_cast<int>(g);
+        sds.busiest_stat = sgs;
+      }
     }
     sds.total_load += sgs.group_load;
     sds.total_capacity += sgs.group_capacity;

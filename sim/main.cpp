@@ -152,15 +152,12 @@ command parse(int argc, char** argv) {
   return c;
 }
 
-// validate() runs --validate: a bad USCHED_* value is exit status 2, a run
-// that fails 1.
-int validate(const command& c) {
-  usched::sim::validate_options v;
-  v.quick = c.quick;
-  v.cost = c.cfg.cost;
-  v.seed = c.cfg.seed;
+// run_mode() runs --validate or --experiments: a bad USCHED_* value is
+// exit status 2, a run that fails 1, else what the mode returns.
+template <class Mode>
+int run_mode(Mode&& mode) {
   try {
-    return usched::sim::run_validation(v, std::cout, std::cerr);
+    return mode();
   } catch (const std::invalid_argument& e) {
     std::cerr << program << ": " << e.what() << '\n';
     return 2;
@@ -170,28 +167,28 @@ int validate(const command& c) {
   }
 }
 
-// experiments() runs --experiments: the page on stdout, exit 1 when a shape
-// does not hold (the page says which).
+int validate(const command& c) {
+  usched::sim::validate_options v;
+  v.quick = c.quick;
+  v.cost = c.cfg.cost;
+  v.seed = c.cfg.seed;
+  return run_mode([&] { return usched::sim::run_validation(v, std::cout, std::cerr); });
+}
+
+// experiments(): the page on stdout, exit 1 when a shape does not hold (the
+// page says which).
 int experiments(const command& c) {
   usched::sim::experiments_options o;
   o.quick = c.quick;
   o.cost = c.cfg.cost;
-  try {
+  return run_mode([&] {
     std::ostringstream page;
     const int failed = usched::sim::run_experiments(o, page, std::cerr);
     std::cout << page.str() << std::flush;
-    if (failed > 0) {
-      std::cerr << program << ": " << failed << " experiment shape(s) do not hold; see the page\n";
-      return 1;
-    }
-    return 0;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << program << ": " << e.what() << '\n';
+    if (failed == 0) return 0;
+    std::cerr << program << ": " << failed << " experiment shape(s) do not hold; see the page\n";
     return 1;
-  }
+  });
 }
 
 }  // namespace
