@@ -1045,7 +1045,8 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
   // rebalance_domains(): each level whose interval has passed since its
   // last balance is balanced, narrowest first.
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
-  bool busy = !q.idle.load(std::memory_order_relaxed);
+  const bool was_busy = !q.idle.load(std::memory_order_relaxed);
+  bool busy = was_busy;
   cpu_idle_type idle = busy ? cpu_idle_type::not_idle : cpu_idle_type::idle;
   unsigned pulled = 0;
   // The longest newly-idle pass of each level decays by 253/256 once a
@@ -1094,9 +1095,10 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
   // one, which then balances for itself, when fibers are queued behind it
   // (rq->nr_running >= 2) or when more than one worker of its LLC is busy
   // (sd_llc_shared->nr_busy_cpus > 1): the idle ones elsewhere may take
-  // some of the LLC's work.
+  // some of the LLC's work. An idle worker kicks nobody, even if this
+  // tick's balance pulled it some work (rq->idle_balance).
   std::int64_t& last_kick = last_idle_kick_[static_cast<std::size_t>(cpu)];
-  if (busy && now() - last_kick >= cfg_.idle_kick_interval_ns &&
+  if (was_busy && now() - last_kick >= cfg_.idle_kick_interval_ns &&
       (q.nr_queued.load(std::memory_order_relaxed) > 0 || llc_busy_cpus(cpu) > 1)) {
     last_kick = now();
     r.kick = true;
