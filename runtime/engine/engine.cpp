@@ -58,12 +58,14 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
     for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
   }
   // The LLC and SMT maps of the wake-up placement's has_idle_cores hint.
-  llc_first_.assign(nr_cpus(), -1);
+  llc_level_.assign(nr_cpus(), -1);
   smt_siblings_.resize(nr_cpus());
   idle_cores_ = std::make_unique<std::atomic<bool>[]>(nr_cpus());
   for (std::size_t c = 0; c < nr_cpus(); ++c) {
-    for (const sched_domain& sd : domains_.per_cpu[c]) {
-      if (sd.has_flag(SD_SHARE_PKG_RESOURCES)) llc_first_[c] = sd.span.get().front();
+    const auto& chain = domains_.per_cpu[c];
+    for (std::size_t l = 0; l < chain.size(); ++l) {
+      const sched_domain& sd = chain[l];
+      if (sd.has_flag(SD_SHARE_PKG_RESOURCES)) llc_level_[c] = static_cast<int>(l);
       if (sd.has_flag(SD_SHARE_CPUCAPACITY) && smt_siblings_[c].empty()) smt_siblings_[c] = sd.span.get();
     }
     if (!smt_siblings_[c].empty()) smt_present_ = true;
@@ -250,11 +252,7 @@ void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcep
 // llc_busy_cpus(): the busy workers of cpu's LLC (the widest level whose
 // groups share a cache), 0 without one; read without locks.
 unsigned engine::llc_busy_cpus(int cpu) const noexcept {
-  const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
-  const sched_domain* llc = nullptr;
-  for (const sched_domain& sd : chain) {
-    if (sd.has_flag(SD_SHARE_PKG_RESOURCES)) llc = &sd;
-  }
+  const sched_domain* llc = llc_of(static_cast<std::size_t>(cpu));
   if (!llc) return 0;
   unsigned n = 0;
   for (const int c : llc->span) {
@@ -320,7 +318,7 @@ void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) con
     s.capacity = domains_.cpu_capacity.empty() ? capacity_scale : domains_.cpu_capacity[i];
     s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
     s.llc_has_idle_cores =
-        llc_first_[i] < 0 || idle_cores_[static_cast<std::size_t>(llc_first_[i])].load(std::memory_order_relaxed);
+        llc_first(i) < 0 || idle_cores_[static_cast<std::size_t>(llc_first(i))].load(std::memory_order_relaxed);
     // The placing worker's own (select_cpu fills them in): no other line of
     // every runqueue to read.
     s.avg_idle_ns = 0;
@@ -417,7 +415,7 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
 void engine::apply_effects(const placement_effects& fx, sched_entity& se, int origin, bool by_origin) noexcept {
   if (fx.fiber_recent_used_cpu != placement_effects::keep_recent) se.recent_used_cpu = fx.fiber_recent_used_cpu;
   if (fx.clear_idle_cores >= 0) {
-    const int llc = llc_first_[static_cast<std::size_t>(fx.clear_idle_cores)];
+    const int llc = llc_first(static_cast<std::size_t>(fx.clear_idle_cores));
     if (llc >= 0) idle_cores_[static_cast<std::size_t>(llc)].store(false, std::memory_order_relaxed);
   }
   if (origin < 0 || !by_origin) return;
@@ -440,7 +438,7 @@ void engine::apply_effects(const placement_effects& fx, sched_entity& se, int or
 // idle core again.
 void engine::update_idle_core(int cpu) noexcept {
   if (!smt_present_) return;
-  const int llc = llc_first_[static_cast<std::size_t>(cpu)];
+  const int llc = llc_first(static_cast<std::size_t>(cpu));
   if (llc < 0 || idle_cores_[static_cast<std::size_t>(llc)].load(std::memory_order_relaxed)) return;
   for (const int s : smt_siblings_[static_cast<std::size_t>(cpu)]) {
     if (s != cpu && !rqs_[static_cast<std::size_t>(s)].idle.load(std::memory_order_relaxed)) return;

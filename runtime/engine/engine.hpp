@@ -813,11 +813,19 @@ class engine {
   bool shortens_busy_interval_;  // the policy's, asked once
   bool rations_newidle_;         // the policy's, asked once
   // has_idle_cores of each LLC (sd_llc_shared), indexed by the LLC's first
-  // worker; the LLC's first worker of each worker, and its SMT siblings
-  // (empty without SMT). Wake-up placement reads the hint, a worker going
-  // idle sets it, a scan that finds no idle core clears it.
+  // worker; each worker's LLC level in its chain (sd_llc; -1 for none), and
+  // its SMT siblings (empty without SMT). Wake-up placement reads the hint,
+  // a worker going idle sets it, a scan that finds no idle core clears it.
   std::unique_ptr<std::atomic<bool>[]> idle_cores_;
-  std::vector<int> llc_first_;
+  std::vector<int> llc_level_;
+  const sched_domain* llc_of(std::size_t cpu) const noexcept {
+    const int l = llc_level_[cpu];
+    return l < 0 ? nullptr : &domains_.per_cpu[cpu][static_cast<std::size_t>(l)];
+  }
+  int llc_first(std::size_t cpu) const noexcept {
+    const sched_domain* llc = llc_of(cpu);
+    return llc ? llc->span.get().front() : -1;
+  }
   std::vector<std::vector<int>> smt_siblings_;
   bool smt_present_ = false;
   unsigned nr_latency_ = 8;  // sched_nr_latency()
