@@ -23,6 +23,10 @@ constexpr unsigned stacked_nr_running = 2;
 // on a 64-bit long; beyond it everything has shifted out anyway.
 constexpr unsigned max_failure_shift = 63;
 
+// The load of one always-runnable fiber of default weight (the kernel's
+// scale_load_down(NICE_0_LOAD)).
+constexpr unsigned long nice_0_load = 1024;
+
 // The kernel's fits_capacity(): `util` fits `capacity` with a 20% margin
 // (util * 1280 < capacity * 1024).
 constexpr unsigned long fits_capacity_margin = 1280;
@@ -57,12 +61,6 @@ unsigned long max_capacity(const balance_request& req, const sched_group& group)
   return max;
 }
 
-bool has_stacked_cpu(const balance_request& req, const sched_group& group) {
-  return std::any_of(group.cpus.begin(), group.cpus.end(), [&](int cpu) {
-    return req.cpus[static_cast<std::size_t>(cpu)].nr_running >= stacked_nr_running;
-  });
-}
-
 bool contains(const sched_group& group, int cpu) {
   return std::find(group.cpus.begin(), group.cpus.end(), cpu) != group.cpus.end();
 }
@@ -85,6 +83,7 @@ sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& gr
     sgs.sum_h_nr_running += rq.nr_running;
     sgs.sum_nr_running += rq.nr_running;
     sgs.group_capacity += rq.capacity;
+    if (rq.nr_running >= stacked_nr_running) sgs.has_stacked_cpu = true;
     if (rq.nr_running == 0 && rq.idle) {
       // An idle worker cannot hold a misfit fiber.
       ++sgs.idle_cpus;
@@ -225,15 +224,6 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
 
 namespace {
 
-// v4.11's enum group_type and its place in the ranking (see
-// cfs_features::v4_11_busiest_ranking).
-enum class v4_11_group : unsigned char { other, imbalanced, overloaded };
-
-struct v4_11_rank {
-  v4_11_group type = v4_11_group::other;
-  unsigned long avg_load = 0;
-};
-
 // group_has_capacity() and group_is_overloaded() of v4.11: utilization only,
 // no runnable pressure.
 bool v4_11_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
@@ -241,21 +231,31 @@ bool v4_11_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
   return sgs.group_capacity * percent > sgs.group_util * pct;
 }
 
-v4_11_rank v4_11_rank_of(unsigned pct, const sg_lb_stats& sgs, bool prefer_sibling,
-                         bool local_has_capacity) noexcept {
-  v4_11_rank r;
-  const bool overloaded = sgs.sum_nr_running > sgs.group_weight && sgs.group_capacity * percent < sgs.group_util * pct;
-  // update_sd_lb_stats(): with an SD_PREFER_SIBLING child, a group running
-  // more than one fiber has no capacity while the local group has some.
-  const bool forced = prefer_sibling && local_has_capacity && sgs.sum_nr_running > 1;
-  if (overloaded || forced) r.type = v4_11_group::overloaded;
-  r.avg_load = sgs.group_capacity > 0 ? scaled(sgs.group_load, sgs.group_capacity) : 0;
+bool v4_11_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept {
+  return sgs.sum_nr_running > sgs.group_weight && sgs.group_capacity * percent < sgs.group_util * pct;
+}
+
+// update_sg_lb_stats() and group_classify() of v4.11 for one group. The
+// load of a worker is its load at index 0 (weighted_cpuload()), which is
+// what the idle and newly-idle passes of the SMT and LLC levels read; the
+// busy passes' decayed cpu_load[] indices are not modelled.
+v4_11_sg_stats v4_11_stats_of(unsigned pct, const sg_lb_stats& sgs) noexcept {
+  v4_11_sg_stats r;
+  r.no_capacity = v4_11_is_overloaded(pct, sgs);
+  r.type = r.no_capacity ? v4_11_group::overloaded : v4_11_group::other;
+  r.avg_load = scaled(sgs.group_load, sgs.group_capacity);
+  if (sgs.sum_nr_running > 0) r.load_per_task = sgs.group_load / sgs.sum_nr_running;
   return r;
 }
 
 // update_sd_pick_busiest() of v4.11: the higher type wins, then strictly
-// higher avg_load.
-bool v4_11_pick_busiest(const v4_11_rank& candidate, const v4_11_rank& busiest) noexcept {
+// higher avg_load. A group running nothing is never picked: in the kernel
+// its runnable load is 0, and the blocked load that usched's load_avg keeps
+// on an idle worker reached the root's runnable load only through a group
+// entity that was still queued (seeds/003).
+bool v4_11_pick_busiest(const sg_lb_stats& sgs, const v4_11_sg_stats& candidate,
+                        const v4_11_sg_stats& busiest) noexcept {
+  if (sgs.sum_nr_running == 0) return false;
   if (candidate.type != busiest.type) return candidate.type > busiest.type;
   return candidate.avg_load > busiest.avg_load;
 }
@@ -281,9 +281,8 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
   // ascending order of first worker, wrapping; update_sd_pick_busiest()
   // keeps the first of equals, so the order is part of the behaviour.
   const std::size_t first = sds.local >= 0 ? static_cast<std::size_t>(sds.local) : 0;
-  // Under the v4.11 ranking the local group, first in the ring, has its
-  // capacity known before any other group is ranked.
-  v4_11_rank busiest_rank;
+  // Under v4.11 the local group, first in the ring, has its capacity known
+  // before any other group is ranked.
   bool local_has_capacity = false;
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t g = (first + k) % n;
@@ -291,21 +290,29 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
     const sg_lb_stats sgs = update_sg_lb_stats(req, sd.groups[g], local, pct, features);
     if (local) {
       sds.local_stat = sgs;
-      local_has_capacity = v4_11_has_capacity(pct, sgs);
-    } else {
-      bool pick = false;
-      if (features.v4_11_busiest_ranking) {
-        const v4_11_rank rank = v4_11_rank_of(pct, sgs, sds.prefer_sibling, local_has_capacity);
-        pick = sgs.sum_h_nr_running > 0 && v4_11_pick_busiest(rank, busiest_rank);
-        if (pick) busiest_rank = rank;
-      } else {
-        pick = update_sd_pick_busiest(req, sds, g, sgs);
+      if (features.v4_11_balance) {
+        sds.v4_11_local = v4_11_stats_of(pct, sgs);
+        local_has_capacity = v4_11_has_capacity(pct, sgs);
       }
-      if (pick) {
+    } else if (features.v4_11_balance) {
+      v4_11_sg_stats v4 = v4_11_stats_of(pct, sgs);
+      // update_sd_lb_stats(): with an SD_PREFER_SIBLING child, a group
+      // running more than one fiber has no capacity while the local group
+      // has some, so that the fibers spread to the siblings.
+      if (sds.prefer_sibling && local_has_capacity && sgs.sum_nr_running > 1) {
+        v4.no_capacity = true;
+        v4.type = v4_11_group::overloaded;
+      }
+      if (v4_11_pick_busiest(sgs, v4, sds.v4_11_busiest)) {
         sds.busiest = static_cast<int>(g);
         sds.busiest_stat = sgs;
+        sds.v4_11_busiest = v4;
       }
+    } else if (update_sd_pick_busiest(req, sds, g, sgs)) {
+      sds.busiest = static_cast<int>(g);
+      sds.busiest_stat = sgs;
     }
+    if (!local && sgs.has_stacked_cpu) ++sds.stacked_groups;
     sds.total_load += sgs.group_load;
     sds.total_capacity += sgs.group_capacity;
   }
@@ -530,6 +537,136 @@ lb_imbalance find_imbalance(const balance_request& req, sd_lb_stats& sds,
   return calculate_imbalance(req, sds, features);
 }
 
+long v4_11_fix_small_imbalance(const sd_lb_stats& sds, long imbalance,
+                               unsigned long dst_load_per_task) noexcept {
+  const sg_lb_stats& local = sds.local_stat;
+  const sg_lb_stats& busiest = sds.busiest_stat;
+  const v4_11_sg_stats& b = sds.v4_11_busiest;
+  v4_11_sg_stats l = sds.v4_11_local;
+
+  // Two fibers' worth of lead are needed to move one, unless the busiest
+  // group's fibers are the heavier ones; an empty local group borrows the
+  // destination's own load per fiber.
+  unsigned long imbn = 2;
+  if (local.sum_nr_running == 0) {
+    l.load_per_task = dst_load_per_task;
+  } else if (b.load_per_task > l.load_per_task) {
+    imbn = 1;
+  }
+  const unsigned long capacity_b = std::max(busiest.group_capacity, 1UL);
+  const unsigned long capacity_l = std::max(local.group_capacity, 1UL);
+  const unsigned long scaled_busy_load_per_task = b.load_per_task * capacity_scale / capacity_b;
+  if (b.avg_load + scaled_busy_load_per_task >= l.avg_load + scaled_busy_load_per_task * imbn) {
+    return static_cast<long>(b.load_per_task);
+  }
+
+  // Not enough imbalance to justify moving a fiber; moving one may still
+  // raise the total capacity used: the load each group can run (at most one
+  // fiber's worth per unit of capacity) now, and after the move.
+  unsigned long capa_now = capacity_b * std::min(b.load_per_task, b.avg_load);
+  capa_now += capacity_l * std::min(l.load_per_task, l.avg_load);
+  capa_now /= capacity_scale;
+
+  unsigned long capa_move = 0;
+  if (b.avg_load > scaled_busy_load_per_task) {
+    capa_move += capacity_b * std::min(b.load_per_task, b.avg_load - scaled_busy_load_per_task);
+  }
+  const unsigned long added = b.avg_load * capacity_b < b.load_per_task * capacity_scale
+                                  ? b.avg_load * capacity_b / capacity_l
+                                  : b.load_per_task * capacity_scale / capacity_l;
+  capa_move += capacity_l * std::min(l.load_per_task, l.avg_load + added);
+  capa_move /= capacity_scale;
+
+  if (capa_move > capa_now) return static_cast<long>(b.load_per_task);
+  return imbalance;
+}
+
+namespace {
+
+// calculate_imbalance() of v4.11: bring both groups towards the domain's
+// average, not below the busiest group's capacity when both are
+// overloaded, and round a remainder smaller than one fiber with
+// fix_small_imbalance(). Requires sds.avg_load.
+long v4_11_calculate_imbalance(const sd_lb_stats& sds, unsigned long dst_load_per_task) noexcept {
+  const sg_lb_stats& local = sds.local_stat;
+  const sg_lb_stats& busiest = sds.busiest_stat;
+  const v4_11_sg_stats& b = sds.v4_11_busiest;
+  const v4_11_sg_stats& l = sds.v4_11_local;
+  // (The kernel caps an imbalanced group's load_per_task here; usched has
+  // no group_imbalanced.)
+
+  // The group averages count capacity, and groups of a lower type were
+  // never candidates, so busiest can be below the domain's average and
+  // local above it.
+  if (b.avg_load <= sds.avg_load || l.avg_load >= sds.avg_load) {
+    return v4_11_fix_small_imbalance(sds, 0, dst_load_per_task);
+  }
+
+  // If there are no idle workers, do not create any: pull no more than the
+  // busiest group's load above its capacity.
+  unsigned long load_above_capacity = std::numeric_limits<unsigned long>::max();
+  if (b.type == v4_11_group::overloaded && l.type == v4_11_group::overloaded) {
+    const unsigned long demand = static_cast<unsigned long>(busiest.sum_nr_running) * capacity_scale;
+    if (demand > busiest.group_capacity) {
+      load_above_capacity = (demand - busiest.group_capacity) * nice_0_load / busiest.group_capacity;
+    }
+  }
+  const unsigned long max_pull = std::min(b.avg_load - sds.avg_load, load_above_capacity);
+  const unsigned long imbalance =
+      std::min(max_pull * busiest.group_capacity, (sds.avg_load - l.avg_load) * local.group_capacity) /
+      capacity_scale;
+  // Less than one fiber's load may move nothing at all: think about moving
+  // one whole fiber.
+  if (imbalance < b.load_per_task) {
+    return v4_11_fix_small_imbalance(sds, static_cast<long>(imbalance), dst_load_per_task);
+  }
+  return static_cast<long>(imbalance);
+}
+
+}  // namespace
+
+lb_imbalance v4_11_find_imbalance(const balance_request& req, sd_lb_stats& sds,
+                                  const cfs_features& features) {
+  const lb_imbalance balanced{migration_type::migrate_load, 0};
+  if (sds.busiest < 0 || sds.busiest_stat.sum_nr_running == 0) {
+    return balanced;
+  }
+  const sg_lb_stats& local = sds.local_stat;
+  const sg_lb_stats& busiest = sds.busiest_stat;
+  const v4_11_sg_stats& l = sds.v4_11_local;
+  const v4_11_sg_stats& b = sds.v4_11_busiest;
+  const unsigned pct = features.imbalance_pct(*req.sd);
+  sds.avg_load = scaled(sds.total_load, sds.total_capacity);
+
+  // cpu_avg_load_per_task() of the destination.
+  const cpu_snapshot& dst = req.cpus[static_cast<std::size_t>(req.this_cpu)];
+  const unsigned long dst_load_per_task = dst.nr_running > 0 ? cpu_load(dst, features) / dst.nr_running : 0;
+  const auto force = [&] {
+    return lb_imbalance{migration_type::migrate_load, v4_11_calculate_imbalance(sds, dst_load_per_task)};
+  };
+
+  // A newly idle destination with room pulls from a group without any,
+  // whatever the averages say.
+  if (req.idle == cpu_idle_type::newly_idle && v4_11_has_capacity(pct, local) && b.no_capacity) {
+    return force();
+  }
+  // The local group is the busier, or already above the domain's average.
+  if (l.avg_load >= b.avg_load || l.avg_load >= sds.avg_load) {
+    return balanced;
+  }
+  if (req.idle == cpu_idle_type::idle) {
+    // An idle destination: without an overload, an idle-worker difference
+    // of one is no imbalance (moving a fiber would only move it).
+    if (b.type != v4_11_group::overloaded && local.idle_cpus <= busiest.idle_cpus + 1) {
+      return balanced;
+    }
+  } else if (percent * b.avg_load <= pct * l.avg_load) {
+    // Newly idle or busy: only a difference beyond imbalance_pct counts.
+    return balanced;
+  }
+  return force();
+}
+
 int find_busiest_queue(const balance_request& req, const sched_group& group, migration_type type,
                        long imbalance, const cfs_features& features) {
   const unsigned pct = features.imbalance_pct(*req.sd);
@@ -612,8 +749,10 @@ balance_decision find_busiest_group(const balance_request& req, const cfs_featur
     return decision;
   }
   decision.busiest_type = sds.busiest_stat.type;
+  decision.odd_pick = picked_group_without_stacked_cpu(sds);
 
-  const lb_imbalance imb = find_imbalance(req, sds, features);
+  const lb_imbalance imb =
+      features.v4_11_balance ? v4_11_find_imbalance(req, sds, features) : find_imbalance(req, sds, features);
   decision.type = imb.type;
   if (imb.imbalance <= 0) {
     return decision;
@@ -640,6 +779,15 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
 
   switch (env.type) {
     case migration_type::migrate_load:
+      if (features.v4_11_balance) {
+        // v4.11: a fiber whose half load exceeds what is left would
+        // overshoot; there is no exception for a pass that keeps failing.
+        const long load = static_cast<long>(fiber.load_avg);
+        if (load / 2 > env.imbalance) {
+          return {};
+        }
+        return {true, load};
+      }
       if (features.v59_load_detach) {
         // v5.9: do not move more than twice what is left, until balancing
         // here has failed more than cache_nice_tries times. (A load of 0
@@ -678,23 +826,10 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
   return kernel_detach_rule(fiber, env);
 }
 
-bool picked_group_without_stacked_cpu(const balance_request& req, const sd_lb_stats& sds) {
-  if (req.sd == nullptr || sds.busiest < 0) {
-    return false;
-  }
-  const auto& groups = req.sd->groups;
-  if (has_stacked_cpu(req, groups[static_cast<std::size_t>(sds.busiest)])) {
-    return false;
-  }
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (static_cast<int>(g) == sds.busiest || static_cast<int>(g) == sds.local) {
-      continue;
-    }
-    if (has_stacked_cpu(req, groups[g])) {
-      return true;
-    }
-  }
-  return false;
+bool picked_group_without_stacked_cpu(const sd_lb_stats& sds) noexcept {
+  // Every stacked non-local group is another group than a busiest one
+  // without a stacked worker.
+  return sds.busiest >= 0 && !sds.busiest_stat.has_stacked_cpu && sds.stacked_groups > 0;
 }
 
 }  // namespace usched::cfs

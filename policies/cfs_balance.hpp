@@ -47,6 +47,7 @@ struct sg_lb_stats {
   unsigned sum_h_nr_running = 0;
   unsigned idle_cpus = 0;            // workers running nothing (nr_running == 0 and idle)
   unsigned group_weight = 0;         // workers in the group
+  bool has_stacked_cpu = false;      // a worker runs two fibers or more (seeds/003's debug test)
   group_type type = group_type::has_spare;
   unsigned long group_misfit_task_load = 0;  // biggest misfit load of a non-local group
 };
@@ -54,6 +55,19 @@ struct sg_lb_stats {
 // idle_cpus of the "no busiest yet" statistics, so that the first has_spare
 // group with fibers wins update_sd_pick_busiest() (the kernel's UINT_MAX).
 inline constexpr unsigned no_busiest_idle_cpus = std::numeric_limits<unsigned>::max();
+
+// v4.11's enum group_type: three types, in ranking order.
+enum class v4_11_group : unsigned char { other, imbalanced, overloaded };
+
+// What v4.11's sg_lb_stats held beyond v5.10's (cfs_features::v4_11_balance):
+// its group type, group_no_capacity (which the SD_PREFER_SIBLING rule can
+// force), avg_load for every group, and the load per running fiber.
+struct v4_11_sg_stats {
+  v4_11_group type = v4_11_group::other;
+  bool no_capacity = false;
+  unsigned long avg_load = 0;       // group_load * 1024 / group_capacity
+  unsigned long load_per_task = 0;  // group_load / sum_nr_running (0 for an empty group)
+};
 
 // Statistics of one domain: the kernel's struct sd_lb_stats.
 struct sd_lb_stats {
@@ -65,10 +79,15 @@ struct sd_lb_stats {
   // (when the local group is, or must become, overloaded).
   unsigned long avg_load = 0;
   bool prefer_sibling = false;  // the child level spreads to siblings (SD_PREFER_SIBLING)
+  unsigned stacked_groups = 0;  // non-local groups with a worker running two fibers or more
   // init_sd_lb_stats(): the worst possible busiest, so any group with a
   // fiber beats it.
   sg_lb_stats busiest_stat = {.idle_cpus = no_busiest_idle_cpus};
   sg_lb_stats local_stat;
+  // The v4.11 view of the same two groups, filled in only under
+  // cfs_features::v4_11_balance.
+  v4_11_sg_stats v4_11_busiest;
+  v4_11_sg_stats v4_11_local;
 };
 
 // The part of the kernel's lb_env that find_busiest_group() fills in: what
@@ -144,6 +163,26 @@ lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
 lb_imbalance find_imbalance(const balance_request& req, sd_lb_stats& sds,
                             const cfs_features& features);
 
+// v4_11_find_imbalance() is v4.11's find_busiest_group() after the
+// statistics (cfs_features::v4_11_balance): its balanced checks, then
+// calculate_imbalance() with fix_small_imbalance(), always in load units
+// (migrate_load). Requires sds.v4_11_local and sds.v4_11_busiest (from
+// update_sd_lb_stats() under v4_11_balance). Sets sds.avg_load. A zero
+// imbalance means balanced.
+lb_imbalance v4_11_find_imbalance(const balance_request& req, sd_lb_stats& sds,
+                                  const cfs_features& features);
+
+// v4_11_fix_small_imbalance() is v4.11's fix_small_imbalance(): the
+// imbalance computed from the averages is smaller than one fiber of the
+// busiest group, so either one whole fiber's load moves (the busiest group
+// is ahead by at least that much, or moving one gains total throughput by
+// the kernel's capacity arithmetic) or nothing does. Returns the imbalance
+// to use: busiest's load_per_task, or `imbalance` unchanged. Reads
+// sds.v4_11_local and sds.v4_11_busiest; `dst_load_per_task` stands in for
+// the local group's load per fiber when it runs none.
+long v4_11_fix_small_imbalance(const sd_lb_stats& sds, long imbalance,
+                               unsigned long dst_load_per_task) noexcept;
+
 // find_busiest_queue() returns the worker of `group` to pull `imbalance`
 // units of `type` from, or -1 when none qualifies: the highest load per
 // capacity (a worker with one fiber heavier than the imbalance only if its
@@ -173,6 +212,6 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
 // fibers or more while another non-local group has one, i.e. the balancer
 // looked past a stacked worker. The engine counts it. False when there is
 // no busiest group.
-bool picked_group_without_stacked_cpu(const balance_request& req, const sd_lb_stats& sds);
+bool picked_group_without_stacked_cpu(const sd_lb_stats& sds) noexcept;
 
 }  // namespace usched::cfs

@@ -17,12 +17,6 @@ detach_verdict cfs_policy::can_detach(const fiber_view& f, const detach_env& env
   return cfs::can_detach(f, env, features_);
 }
 
-bool cfs_policy::odd_pick(const balance_request& req, const balance_decision& d) const {
-  if (!d) return false;
-  const cfs::sd_lb_stats sds = cfs::update_sd_lb_stats(req, features_);
-  return cfs::picked_group_without_stacked_cpu(req, sds);
-}
-
 cfs_features cfs_v59_features() noexcept {
   cfs_features f;
   f.llc_migrate_task = false;

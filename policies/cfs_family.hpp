@@ -30,8 +30,6 @@ class cfs_policy final : public policy {
   bool smt_ignores_cache_hot() const noexcept override { return features_.smt_ignores_cache_hot; }
   bool shortens_busy_interval() const noexcept override { return features_.shortens_busy_interval; }
   bool rations_newidle() const noexcept override { return true; }
-  bool counts_odd_picks() const noexcept override { return true; }
-  bool odd_pick(const balance_request& req, const balance_decision& d) const override;
 
  private:
   std::string_view name_;

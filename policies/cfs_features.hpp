@@ -41,16 +41,19 @@ struct cfs_features {
   // load of blocked fibers (load_avg). Off: runnable load only.
   bool group_load_includes_blocked = false;
 
-  // seeds/003: the busiest group is ranked as v4.11's update_sd_pick_busiest()
-  // ranks it: by the three v4.11 group types (other < imbalanced <
-  // overloaded, where "overloaded" is more fibers than workers with util
-  // above capacity, or, below an SD_PREFER_SIBLING child, any group running
-  // two while the local group has capacity), then by strictly higher
-  // avg_load among groups of one type, so the load metric decides between
-  // every pair of groups of a type. The imbalance and the migration type
-  // are then computed as v5.10 does for the group chosen. Off: v5.10's
-  // ranking (six types; load only between overloaded groups).
-  bool v4_11_busiest_ranking = false;
+  // seeds/003: the balancing pass is v4.11's, the kernel of the thread.
+  // The busiest group is ranked as its update_sd_pick_busiest() ranked it:
+  // by the three v4.11 group types (other < imbalanced < overloaded, where
+  // "overloaded" is more fibers than workers with util above capacity, or,
+  // below an SD_PREFER_SIBLING child, any group running two while the local
+  // group has capacity), then by strictly higher avg_load among groups of
+  // one type, so the load metric decides between every pair of groups of a
+  // type. find_busiest_group()'s checks, calculate_imbalance() and
+  // fix_small_imbalance() then count the imbalance in load (there were no
+  // migration types before v5.5), and detach_tasks() skips a fiber whose
+  // half load exceeds what is left, however often the pass failed. Off:
+  // v5.10's pass (six group types; load only between overloaded groups).
+  bool v4_11_balance = false;
 
   // seeds/004: among idlest-group candidates with equal idle workers, the
   // one with the lowest utilization wins (commit 3edecfef0285, "sched/fair:

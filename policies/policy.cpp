@@ -43,7 +43,6 @@ bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
 
 }  // namespace
 
-bool policy::odd_pick(const balance_request&, const balance_decision&) const { return false; }
 
 detach_verdict policy::can_detach(const fiber_view& f, const detach_env& env) const {
   return kernel_detach_rule(f, env);

@@ -158,6 +158,10 @@ struct balance_decision {
   long imbalance = 0;
   group_type busiest_type = group_type::has_spare;
   group_type local_type = group_type::has_spare;
+  // The busiest group picked has no stacked worker (nr_running >= 2) while
+  // another group has one: seeds/003's dbg_odd_cnt, set for every pass that
+  // picked a group, whatever came of it. The engine counts it per level.
+  bool odd_pick = false;
 
   explicit operator bool() const noexcept { return busiest >= 0 && imbalance > 0; }
 };
@@ -257,12 +261,6 @@ class policy {
   // period; an idle worker then balances from its tick. False: it retries
   // while it spins (work stealing).
   virtual bool rations_newidle() const noexcept { return false; }
-
-  // odd_pick() tells whether the decision `d` picked a busiest group with no
-  // stacked worker (nr_running >= 2) over another group that has one: the
-  // seed-003 thread's dbg_odd_cnt. Counted per level when counts_odd_picks().
-  virtual bool counts_odd_picks() const noexcept { return false; }
-  virtual bool odd_pick(const balance_request& req, const balance_decision& d) const;
 };
 
 // One entry of the registry.

@@ -209,6 +209,7 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
       // The kernel's ring from CPU 28 meets B (CPU 30) before A (CPU 1).
       for (const int g : {group_b, group_a}) {
         const sg_lb_stats s = typed(g);
+        if (s.has_stacked_cpu) ++sds.stacked_groups;
         if (cfs::update_sd_pick_busiest(req, sds, static_cast<std::size_t>(g), s)) {
           sds.busiest = g;
           sds.busiest_stat = s;
@@ -219,35 +220,108 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
     const sd_lb_stats by_runnable = pick(runnable_only);
     CHECK(by_runnable.busiest == group_a);
     CHECK(by_runnable.busiest_stat.avg_load == 7380);
-    CHECK_FALSE(cfs::picked_group_without_stacked_cpu(req, by_runnable));
+    CHECK_FALSE(cfs::picked_group_without_stacked_cpu(by_runnable));
 
     const sd_lb_stats by_load = pick(blocked);
     CHECK(by_load.busiest == group_b);
     CHECK(by_load.busiest_stat.avg_load == 7849);  // avg=7.666 (to rounding)
-    CHECK(cfs::picked_group_without_stacked_cpu(req, by_load));  // dbg_odd_cnt++
+    CHECK(cfs::picked_group_without_stacked_cpu(by_load));  // dbg_odd_cnt++
   }
 
-  SECTION("v4.11's ranking: cfs-runnable-load picks A, cfs-blocked-load picks B") {
+  SECTION("v4.11's pass: cfs-runnable-load pulls from CPU017, cfs-blocked-load looks past it") {
     // Below an SMT level (SD_PREFER_SIBLING) with the local core running
     // one fiber on two workers, v4.11 types every group running two or
     // more "overloaded" (nocap=1 in the dump, B included) and ranks them by
     // avg_load: the load metric decides.
     cfs_features v411_runnable;
-    v411_runnable.v4_11_busiest_ranking = true;
+    v411_runnable.v4_11_balance = true;
     cfs_features v411_blocked = v411_runnable;
     v411_blocked.group_load_includes_blocked = true;
-    const sd_lb_stats by_runnable = cfs::update_sd_lb_stats(req, v411_runnable);
+
+    sd_lb_stats by_runnable = cfs::update_sd_lb_stats(req, v411_runnable);
     CHECK(by_runnable.busiest == group_a);
-    CHECK_FALSE(cfs::picked_group_without_stacked_cpu(req, by_runnable));
-    const sd_lb_stats by_load = cfs::update_sd_lb_stats(req, v411_blocked);
+    CHECK(by_runnable.v4_11_busiest.type == cfs::v4_11_group::overloaded);
+    CHECK(by_runnable.v4_11_busiest.no_capacity);
+    CHECK(by_runnable.v4_11_busiest.avg_load == 7380);
+    CHECK(by_runnable.v4_11_busiest.load_per_task == 2830);  // (3101 + 5390) / 3
+    CHECK(by_runnable.v4_11_local.type == cfs::v4_11_group::other);
+    CHECK(by_runnable.v4_11_local.avg_load == 890);
+    CHECK_FALSE(cfs::picked_group_without_stacked_cpu(by_runnable));
+    // A newly idle destination with room, a busiest group without: forced.
+    // The domain's average is 15627 * 1024 / 3534 = 4528; A may give
+    // (7380 - 4528) * 1178 / 1024 = 3280, more than a fiber (2830).
+    CHECK(cfs::v4_11_find_imbalance(req, by_runnable, v411_runnable) ==
+          lb_imbalance{migration_type::migrate_load, 3280});
+    CHECK(by_runnable.avg_load == 4528);
+
+    sd_lb_stats by_load = cfs::update_sd_lb_stats(req, v411_blocked);
     CHECK(by_load.busiest == group_b);
-    CHECK(cfs::picked_group_without_stacked_cpu(req, by_load));  // dbg_odd_cnt++
-    // The registered pair.
-    const usched::balance_decision runnable_pick = usched::make_policy("cfs-runnable-load")->find_busiest(req);
-    const usched::balance_decision load_pick = usched::make_policy("cfs-blocked-load")->find_busiest(req);
+    CHECK(by_load.v4_11_busiest.avg_load == 7849);       // avg=7.666 (to rounding)
+    CHECK(by_load.v4_11_busiest.load_per_task == 4515);  // pertask=4.409
+    CHECK(cfs::picked_group_without_stacked_cpu(by_load));  // dbg_odd_cnt++
+    // The averages give (7849 - 5386) * 1178 / 1024 = 2833, less than one
+    // of B's fibers (4515): fix_small_imbalance() rounds it up to a whole
+    // fiber, B being ahead of the local group by more than one.
+    CHECK(cfs::v4_11_find_imbalance(req, by_load, v411_blocked) ==
+          lb_imbalance{migration_type::migrate_load, 4515});
+
+    // The registered pair, whole passes. Runnable load: CPU017's queued
+    // thread (half its 5390) fits the 3280 and moves.
+    const auto runnable = usched::make_policy("cfs-runnable-load");
+    const usched::balance_decision runnable_pick = runnable->find_busiest(req);
     CHECK(runnable_pick.busiest == 17);
-    CHECK(usched::make_policy("cfs-blocked-load")->odd_pick(req, load_pick) == (load_pick.busiest >= 0));
-    CHECK(load_pick.busiest != 17);
+    CHECK(runnable_pick.type == migration_type::migrate_load);
+    CHECK(runnable_pick.imbalance == 3280);
+    CHECK_FALSE(runnable_pick.odd_pick);
+    fiber_view queued;
+    queued.load_avg = 5390 / 2;
+    detach_env env;
+    env.type = runnable_pick.type;
+    env.imbalance = runnable_pick.imbalance;
+    CHECK(runnable->can_detach(queued, env).take);
+    // Load with blocked load: B's heavier worker, CPU014, runs one thread
+    // and has none queued, so nothing can be detached and the stacked
+    // CPU017 keeps its second thread. (The kernel skips CPU014 outright:
+    // its load 5913 exceeds the imbalance and, against its SMT thread's
+    // capacity_orig, its capacity is not reduced; usched's reference
+    // capacity is 1024, so the dump's 589 looks reduced and CPU014 is
+    // named, with the same outcome.)
+    const usched::balance_decision load_pick = usched::make_policy("cfs-blocked-load")->find_busiest(req);
+    CHECK(load_pick.busiest == 14);
+    CHECK(load_pick.imbalance == 4515);
+    CHECK(load_pick.odd_pick);
+    CHECK(cpus[14].nr_running == 1);
+  }
+
+  SECTION("v4.11's fix_small_imbalance(): a whole fiber, or nothing") {
+    // Two groups of two workers; busiest runs three fibers of load 1024,
+    // local one.
+    sd_lb_stats sds;
+    sds.local_stat.group_capacity = 2048;
+    sds.local_stat.sum_nr_running = 1;
+    sds.busiest_stat.group_capacity = 2048;
+    sds.busiest_stat.sum_nr_running = 3;
+    sds.v4_11_local.avg_load = 512;
+    sds.v4_11_local.load_per_task = 1024;
+    sds.v4_11_busiest.avg_load = 1536;
+    sds.v4_11_busiest.load_per_task = 1024;
+    // Equal loads per fiber: two fibers' lead needed (imbn 2): 1536 + 512
+    // >= 512 + 1024, so one fiber's load.
+    CHECK(cfs::v4_11_fix_small_imbalance(sds, 100, 0) == 1024);
+    // One fiber of lead only: 1024 + 512 < 768 + 1024. Throughput: now
+    // (2048 * 1024 + 2048 * 768) / 1024 = 3584; moving one gives
+    // 2048 * 512 + 2048 * min(1024, 768 + 512), / 1024 = 3072: no gain.
+    sds.v4_11_busiest.avg_load = 1024;
+    sds.v4_11_local.avg_load = 768;
+    CHECK(cfs::v4_11_fix_small_imbalance(sds, 100, 0) == 100);
+    // An empty local group borrows the destination's load per fiber (0:
+    // idle) and keeps imbn 2: busiest's 900 + 900 >= 0 + 2 * 900, where 900
+    // is one of its fibers (1800) per its capacity: move one.
+    sds.local_stat.sum_nr_running = 0;
+    sds.v4_11_local.avg_load = 0;
+    sds.v4_11_busiest.avg_load = 900;
+    sds.v4_11_busiest.load_per_task = 1800;
+    CHECK(cfs::v4_11_fix_small_imbalance(sds, 0, 0) == 1800);
   }
 
   SECTION("v5.10's classification picks A whatever the load metric") {
@@ -255,7 +329,7 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
       const sd_lb_stats sds = cfs::update_sd_lb_stats(req, features);
       CHECK(sds.local == local_group);
       CHECK(sds.busiest == group_a);
-      CHECK_FALSE(cfs::picked_group_without_stacked_cpu(req, sds));
+      CHECK_FALSE(cfs::picked_group_without_stacked_cpu(sds));
       // The destination's core has room and A has two more fibers: one of
       // CPU017's threads comes over.
       const usched::balance_decision d = cfs::find_busiest_group(req, features);

@@ -859,6 +859,7 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
   req.nr_balance_failed = st.nr_balance_failed;
   req.random = random;
   const balance_decision d = policy_->find_busiest(req);
+  if (d.odd_pick) lc.odd_picks.add();
   if (!d || d.busiest == cpu) {
     // Balanced: failures reset; a periodic pass backs off.
     lc.balanced.add();
@@ -866,8 +867,6 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
     if (idle != cpu_idle_type::newly_idle && st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
     return 0;
   }
-  if (policy_->counts_odd_picks() && policy_->odd_pick(req, d)) lc.odd_picks.add();
-
   sched_entity* moved[max_migrate_per_pass];
   const unsigned n = detach_fibers(cpu, d, idle, &sd, st.nr_balance_failed, now, moved, max_migrate_per_pass);
   attach_fibers(cpu, moved, n, now);
