@@ -290,8 +290,9 @@ int wake_affine(const placement_request& req, const sched_domain& sd, int this_c
   // inflated by half the domain's imbalance margin so that ties and
   // near-ties keep the fiber where its cache is. The loads are cpu_load(),
   // load_avg since v5.7: prev's still holds the sleeping fiber's blocked
-  // load, which is why it is subtracted there (task_h_load(p)). There are no
-  // sync wake-ups (WF_SYNC), so the waker's own load is never taken out.
+  // load, which is why it is subtracted there (task_h_load(p)). No usched
+  // wake-up promises that the waker sleeps next (WF_SYNC), so the waker's
+  // own load is never taken out.
   const unsigned pct = f.imbalance_pct(sd);
   const wide task_load = static_cast<wide>(req.fiber.load_avg);
   wide this_eff_load = static_cast<wide>(snap(req, this_cpu).load_avg) + task_load;

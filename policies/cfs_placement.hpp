@@ -53,9 +53,9 @@ inline constexpr long small_numa_improvement = 30;
 //   simply returns its idlest group. Placing an outside spawn next to worker 0
 //   would invent a locality the spawner does not have.
 // wake: want_affine is always true. The kernel turns it off through
-//   wake_wide(), which needs per-waker wakee-flip counters over time; a pure
-//   placement function has no history, so every wake-up is treated as the
-//   1:1 producer/consumer case. When origin and prev differ and share a
+//   wake_wide(), which needs per-task wakee-flip counters the sched_entity
+//   has no room for (docs/policies/cfs.md), so every wake-up is treated as
+//   the 1:1 producer/consumer case. When origin and prev differ and share a
 //   domain, wake_affine() on the narrowest such domain picks the target;
 //   then select_idle_sibling(prev, target). A wake with prev < 0 is treated
 //   as if the fiber last ran on origin (or worker 0).
