@@ -279,7 +279,16 @@ void simulator::wake(sim_fiber& f, placement_kind kind, int origin) {
   std::vector<usched::cpu_snapshot>& scratch =
       origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
   const std::uint64_t bits = random_of(origin);
-  const wake_result r = engine_->wake_up(&f, kind, origin, bits, scratch, now_);
+  woken(f, kind, origin, engine_->wake_up(&f, kind, origin, bits, scratch, now_));
+}
+
+// The exiting fiber on `cpu` wakes its joiner (runtime_impl::fiber_done()).
+void simulator::wake_joiner(sim_fiber& f, int cpu) {
+  std::vector<usched::cpu_snapshot>& scratch = cpus_[static_cast<std::size_t>(cpu)].scratch;
+  woken(f, placement_kind::wake, cpu, engine_->wake_joiner(&f, cpu, random_of(cpu), scratch, now_));
+}
+
+void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_result& r) {
   // The waker pays for the placement, and for a futex wake if it must
   // wake a parked worker (a fiber's program acting; not a timer).
   if (acting_cpu_ >= 0) {
@@ -437,12 +446,22 @@ void simulator::ask_program(int cpu) {
       case step::kind::join:
         if (s.target->exited) continue;
         s.target->joiners.push_back(f);
+        // The join hand-off, as the real backend's join_fiber().
+        engine_->hand_off(cpu, s.target);
         leave(cpu, prev_action::block);
         return;
       case step::kind::exit:
         f->exited = true;
         acting_cpu_ = cpu;
-        for (sim_fiber* j : f->joiners) wake(*j, placement_kind::wake, cpu);
+        // The first joiner gets the hand-off back (the real backend has one
+        // joiner per fiber); any others are plain wake-ups.
+        for (std::size_t i = 0; i < f->joiners.size(); ++i) {
+          if (i == 0) {
+            wake_joiner(*f->joiners[i], cpu);
+          } else {
+            wake(*f->joiners[i], placement_kind::wake, cpu);
+          }
+        }
         acting_cpu_ = -1;
         f->joiners.clear();
         leave(cpu, prev_action::exit);

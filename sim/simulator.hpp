@@ -204,6 +204,10 @@ class simulator {
   void park(int cpu);
   void notify(int cpu);
   void wake(sim_fiber& f, usched::placement_kind kind, int origin);
+  void wake_joiner(sim_fiber& f, int cpu);
+  // What a wake-up's result asks of the backend: the waker's charge, the
+  // worker to notify, the trace.
+  void woken(sim_fiber& f, usched::placement_kind kind, int origin, const detail::wake_result& r);
   void kick_idle(int busy_cpu);
   unsigned tick(int cpu);  // fibers its periodic balance pulled here
   void schedule_check(int cpu);

@@ -448,6 +448,9 @@ TEST_CASE("conformance: one worker runs a burst of local spawns in its disciplin
   // sanitizer build.
   o.cfs_latency = std::chrono::microseconds(240'000);
   o.cfs_min_granularity = std::chrono::microseconds(30'000);
+  // The discipline alone: the spawner joins the first fiber, and without
+  // the hand-off it only blocks there.
+  o.join_handoff = false;
   // Enough fibers for both CFS regimes: debits that shrink, then equal ones.
   constexpr int n = 12;
   usched::runtime rt(o);
@@ -458,6 +461,85 @@ TEST_CASE("conformance: one worker runs a burst of local spawns in its disciplin
     for (auto& h : hs) h.join();
   });
   CHECK(order == expected_spawn_order(*usched::make_policy(policy), o, n));
+}
+
+TEST_CASE("conformance: with the join hand-off, one worker runs joined fibers in join order", "[conformance]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  INFO("policy=" << policy);
+  usched::options o = usched::test::make_options(policy, 1);
+  REQUIRE(o.join_handoff);
+  constexpr int n = 12;
+  usched::runtime rt(o);
+  // -1 marks the joiner running between two joins: each join hands the
+  // worker to the joined fiber, its exit hands it back.
+  std::vector<int> events;
+  rt.run([&] {
+    std::vector<usched::join_handle<void>> hs;
+    for (int i = 0; i < n; ++i) hs.push_back(usched::spawn([&events, i] { events.push_back(i); }));
+    // Joined last first, then the rest in spawn order.
+    hs[n - 1].join();
+    events.push_back(-1);
+    for (int i = 0; i < n - 1; ++i) {
+      hs[static_cast<std::size_t>(i)].join();
+      events.push_back(-1);
+    }
+  });
+  std::vector<int> expected{n - 1, -1};
+  for (int i = 0; i < n - 1; ++i) {
+    expected.push_back(i);
+    expected.push_back(-1);
+  }
+  CHECK(events == expected);
+  const usched::runtime_stats st = rt.stats();
+  CHECK(st.workers.at(0).handoffs == 2 * n);  // a hand-off into each joinee and one back from it
+}
+
+TEST_CASE("conformance: a fork-join tree keeps few fibers alive with the join hand-off", "[conformance]") {
+  // A 10-ary tree of 10,000 leaves, each level spawning its ten children
+  // before joining the first (skynet's shape). Depth-first, each level
+  // keeps at most its ten children alive: 4 levels x 10, plus the root.
+  // Breadth-first, every leaf would be alive at once.
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  INFO("policy=" << policy);
+  for (const bool handoff : {true, false}) {
+    INFO("join_handoff=" << handoff);
+    usched::options o = usched::test::make_options(policy, 1);
+    o.join_handoff = handoff;
+    usched::runtime rt(o);
+    // Alive from its spawn to its end: what holds a stack.
+    std::atomic<long> live{1};
+    std::atomic<long> peak{1};
+    struct tree {
+      std::atomic<long>& live;
+      std::atomic<long>& peak;
+      long operator()(long leaves) const {
+        long sum = 1;
+        if (leaves > 1) {
+          std::vector<usched::join_handle<long>> hs;
+          for (int i = 0; i < 10; ++i) {
+            const long now = live.fetch_add(1) + 1;
+            long seen = peak.load();
+            while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+            }
+            hs.push_back(usched::spawn(tree{live, peak}, leaves / 10));
+          }
+          for (auto& h : hs) sum += h.join();
+        }
+        live.fetch_sub(1);
+        return sum;
+      }
+    };
+    const long fibers = rt.run([&] { return tree{live, peak}(10'000); });
+    CHECK(fibers == 11'111);
+    if (handoff) {
+      CHECK(peak.load() <= 1 + 4 * 10);
+    } else if (!usched::make_policy(policy)->lifo_queue()) {
+      // FIFO and fair queues run the tree breadth-first without it: at
+      // least half the leaves are spawned before they run (FIFO: all of
+      // them; CFS: 9,011, the shrinking START_DEBIT runs some early).
+      CHECK(peak.load() >= 5'000);
+    }
+  }
 }
 
 TEST_CASE("conformance: a rendezvous send returns once the receiver has the value, before it runs",

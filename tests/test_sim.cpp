@@ -122,19 +122,41 @@ TEST_CASE("sim: a workload file runs its fibers' steps, spawns and joins", "[sim
       "runtime 2s\n"
       "fiber parent\n  spawn child x4\n  join\n  repeat 10\n"
       "fiber child x0\n  run 1ms\n  sleep 2ms\n  run 1ms\n");
-  simulator sim(config("pack:1 core:2 pu:1", "steal"));
-  std::ostringstream out;
-  const auto s = usched::sim::run_workload(sim, w, out);
-  // 40 children: each wakes once from its sleep. The parent joins its
-  // children newest first right after spawning them, so it blocks at least
-  // once a round and at most once per child.
-  CHECK(s.samples >= 40 + 10);
-  CHECK(s.samples <= 40 + 40);
-  const auto st = sim.stats();
-  std::uint64_t runs = 0;
-  for (const auto& wk : st.workers) runs += wk.fibers_run;
-  CHECK(runs >= 41 + 40);  // every child started and resumed after its sleep
-  CHECK_THAT(out.str(), Catch::StartsWith("Latency percentiles (usec) runtime 2 (s)"));
+  SECTION("a joiner woken like any waiter (the seed experiments' setting)") {
+    usched::sim::sim_config c = config("pack:1 core:2 pu:1", "steal");
+    c.options.join_handoff = false;
+    simulator sim(c);
+    std::ostringstream out;
+    const auto s = usched::sim::run_workload(sim, w, out);
+    // 40 children: each wakes once from its sleep. The parent joins its
+    // children newest first right after spawning them, so it blocks at
+    // least once a round and at most once per child.
+    CHECK(s.samples >= 40 + 10);
+    CHECK(s.samples <= 40 + 40);
+    const auto st = sim.stats();
+    std::uint64_t runs = 0;
+    for (const auto& wk : st.workers) runs += wk.fibers_run;
+    CHECK(runs >= 41 + 40);  // every child started and resumed after its sleep
+    CHECK(sim.eng().counters(0).handoffs + sim.eng().counters(1).handoffs == 0);
+    CHECK_THAT(out.str(), Catch::StartsWith("Latency percentiles (usec) runtime 2 (s)"));
+  }
+  SECTION("with the join hand-off") {
+    simulator sim(config("pack:1 core:2 pu:1", "steal"));
+    std::ostringstream out;
+    const auto s = usched::sim::run_workload(sim, w, out);
+    // The children's 40 wake-ups from their sleeps are still there; the
+    // parent's, handed the worker by an exiting child, take no time and
+    // leave no sample of a microsecond or more.
+    CHECK(s.samples >= 40);
+    CHECK(s.samples <= 40 + 40);
+    const auto st = sim.stats();
+    std::uint64_t runs = 0;
+    for (const auto& wk : st.workers) runs += wk.fibers_run;
+    CHECK(runs >= 41 + 40);
+    // Every round the parent joins its newest child, still queued beside
+    // it: at least one hand-off a round.
+    CHECK(sim.eng().counters(0).handoffs + sim.eng().counters(1).handoffs >= 10);
+  }
 }
 
 TEST_CASE("sim: workload files with mistakes are one-line errors naming the line", "[sim]") {

@@ -448,8 +448,8 @@ void engine::update_idle_core(int cpu) noexcept {
 
 // ---- enqueue / pick ------------------------------------------------------------
 
-unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now) {
-  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind);
+unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff) {
+  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff);
   runqueue& q = rq(cpu);
   // The fiber's vruntime and load were last kept relative to the worker it
   // left; read that worker's min_vruntime before taking our own lock (no
@@ -513,7 +513,11 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
     }
   }
   add_runnable(cpu, q, se, kind);
-  if (kind == enqueue_kind::wakeup) check_preempt(cpu, q, *se);
+  if (handoff) {
+    make_next(cpu, q, se);
+  } else if (kind == enqueue_kind::wakeup) {
+    check_preempt(cpu, q, *se);
+  }
   publish(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
@@ -523,10 +527,11 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
 // enqueue() for FIFO and LIFO without load tracking: what is left of it
 // when there is no clock, no vruntime, no preemption check and nothing to
 // publish but the count.
-unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noexcept {
+unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
   add_runnable(cpu, q, se, kind);
+  if (handoff) make_next(cpu, q, se);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
   return queued;
@@ -615,6 +620,9 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     }
   }
   sched_entity* next = queue_first(q);
+  // A join handed the worker over (hand_off, wake_joiner): that fiber runs
+  // next, whatever vruntime order would pick.
+  if (fair_ && q.handoff) [[unlikely]] next = q.handoff;
   if (fair_ && yielding && next == prev) {
     // sched_yield() under CFS (yield_task_fair() sets the skip buddy): the
     // yielder steps aside for the next fiber in vruntime order, unless that
@@ -1027,6 +1035,35 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   return r;
 }
 
+bool engine::hand_off(int cpu, sched_entity* target) {
+  if (!cfg_.join_handoff) return false;
+  runqueue& q = rq(cpu);
+  // Queued here (on_rq, on this runqueue, not running): only under q's lock
+  // can it be neither stolen nor picked meanwhile.
+  if (target->cpu != cpu || !target->on_rq.load(std::memory_order_relaxed)) return false;
+  q.lock.lock();
+  const bool queued = target->cpu == cpu && target->on_rq.load(std::memory_order_relaxed) && target != q.curr;
+  if (queued) make_next(cpu, q, target);
+  q.lock.unlock();
+  return queued;
+}
+
+wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random,
+                                std::vector<cpu_snapshot>& scratch, const now_source& now) {
+  if (!cfg_.join_handoff || joiner->cpu != cpu || (joiner->pinned >= 0 && joiner->pinned != cpu)) {
+    return wake_up(joiner, placement_kind::wake, cpu, random, scratch, now);
+  }
+  wake_result r;
+  if (wake_running(joiner)) return r;
+  // Its previous worker, as a placement that kept it there would count it.
+  counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
+  r.cpu = cpu;
+  const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true);
+  r.notify = false;
+  r.kick = queued > 1 && pulls_when_idle_ && !rq(cpu).idle.load(std::memory_order_relaxed);
+  return r;
+}
+
 tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
   runqueue& q = rq(cpu);
   if (tracks_load() || fair_) {
@@ -1116,6 +1153,7 @@ void engine::add_counters(int cpu, worker_stats& out) const {
   out.tick_preemptions = c.tick_preemptions;
   out.active_pushes = c.active_pushes;
   out.active_abandoned = c.active_abandoned;
+  out.handoffs = c.handoffs;
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   for (std::size_t l = 0; l < chain.size(); ++l) {
     const level_counters& lc = counters(cpu, l);

@@ -148,6 +148,7 @@ struct cpu_counters {
   stat_counter tick_preemptions;  // ticks that ended the running fiber's slice
   stat_counter active_pushes;     // fibers it moved to another worker for an active balance
   stat_counter active_abandoned;  // active balances asked of it that found no fiber runnable to hand over
+  stat_counter handoffs;          // join hand-offs made: a joinee or a joiner made this worker's next pick
 };
 
 // A worker's runqueue.
@@ -199,6 +200,12 @@ struct alignas(64) runqueue {
           &sched_entity::timeline_hook>,
       boost::intrusive::compare<by_vruntime>>;
   alignas(64) timeline_t timeline;
+  // The fair discipline's join hand-off (engine_config::join_handoff): the
+  // queued fiber the running one hands this worker to as it blocks on it
+  // or exits to it, picked before the leftmost. Consumed by the next pick,
+  // cleared if the fiber leaves the queue first (a balancer took it). FIFO
+  // and LIFO need no slot: the fiber moves to the head, which they pick.
+  sched_entity* handoff = nullptr;
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
   rq_pelt pelt;
@@ -342,6 +349,12 @@ struct engine_config {
   // wakes a parked worker to balance at most this often (the kernel kicks
   // its nohz balancer at most once per jiffy; 4 ms is a jiffy at HZ=250).
   std::int64_t idle_kick_interval_ns = 4'000'000;
+  // The join hand-off (options::join_handoff): a fiber that joins one
+  // queued on its own worker hands the worker to it, and a fiber that exits
+  // hands its worker back to a joiner that last ran there, so fork-join
+  // code runs depth-first under every discipline. The kernel has no join;
+  // off, a joiner blocks and is woken like any other waiter.
+  bool join_handoff = true;
 };
 
 // engine_config_of() is the engine's configuration for a runtime's options
@@ -356,6 +369,7 @@ inline engine_config engine_config_of(const usched::options& o) {
   c.sched_latency_ns = duration_cast<nanoseconds>(o.cfs_latency).count();
   c.min_granularity_ns = duration_cast<nanoseconds>(o.cfs_min_granularity).count();
   c.wakeup_granularity_ns = duration_cast<nanoseconds>(o.cfs_wakeup_granularity).count();
+  c.join_handoff = o.join_handoff;
   switch (o.cfs_tunable_scaling) {
     case usched::options::tunable_scaling::none:
       c.scaling = tunable_scaling::none;
@@ -461,6 +475,23 @@ class engine {
   wake_result wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
                       std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin = true);
 
+  // The join hand-off (engine_config::join_handoff), both halves, each
+  // called by worker `cpu` for its running fiber:
+  //
+  // hand_off() is the joiner's: it is about to block until `target`
+  // finishes; if target waits in cpu's queue, that block's pick runs it
+  // (true). Locks cpu's runqueue. With the hand-off off, or target running
+  // or queued elsewhere, nothing changes (false).
+  //
+  // wake_joiner() is the exiting fiber's: it wakes `joiner`, which waits
+  // for it. A joiner that last ran on cpu (and may run there) is queued
+  // there without a placement, and the exit's pick runs it: the fork-join
+  // continuation resumes where its children ran. Otherwise, or with the
+  // hand-off off, it is wake_up() of a plain wake-up.
+  bool hand_off(int cpu, sched_entity* target);
+  wake_result wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random, std::vector<cpu_snapshot>& scratch,
+                          const now_source& now);
+
   // schedule() is the running worker's switch decision: prev (its running
   // fiber) stops running as `action` says, and the next fiber comes back
   // (see pick_next). The FIFO disciplines without load tracking take the
@@ -542,8 +573,10 @@ class engine {
                  std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin = true);
 
   // enqueue() makes `se` runnable on `cpu`. Locks that runqueue. Returns the
-  // number queued after the push.
-  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now);
+  // number queued after the push. `handoff`: a joiner woken by the fiber
+  // exiting on cpu (wake_joiner): it is cpu's next pick, and the exiting
+  // fiber is not asked to yield for it.
+  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff = false);
 
   // wake_running() handles a wake-up of a fiber that has published itself
   // as waiting but may not have left its worker yet: if it is still on its
@@ -702,7 +735,10 @@ class engine {
   void queue_remove(runqueue& q, sched_entity* se) noexcept {
     list_unlink(q, se);
     if (se == q.runnext) q.runnext = nullptr;
-    if (fair_) timeline_erase(q, se);
+    if (fair_) {
+      timeline_erase(q, se);
+      if (se == q.handoff) q.handoff = nullptr;
+    }
     if (se->pinned >= 0) {
       q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     }
@@ -730,13 +766,25 @@ class engine {
     if (run_next) q.runnext = se;
     note_overload(q);
   }
+  // make_next() makes `se`, queued on q, q's next pick (the join hand-off),
+  // under q's lock: the head of the FIFO or LIFO list, or the fair
+  // discipline's hand-off slot.
+  void make_next(int cpu, runqueue& q, sched_entity* se) noexcept {
+    if (fair_) {
+      q.handoff = se;
+    } else if (q.head != se) {
+      list_unlink(q, se);
+      list_link(q, se, true);
+    }
+    counters_[static_cast<std::size_t>(cpu)].handoffs.add();
+  }
   static void timeline_insert(runqueue& q, sched_entity* se) noexcept;
   static void timeline_erase(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
   // The FIFO and LIFO disciplines without load tracking have no clock, no
   // vruntime and nothing to publish but the queue count: enqueue() and
   // pick_next() go straight to these.
-  unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind) noexcept;
+  unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff) noexcept;
   sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now) noexcept;
   // The queue-order list alone (no counts, no timeline); inline, for the
   // yield path.

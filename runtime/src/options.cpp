@@ -262,6 +262,7 @@ const std::vector<option_rule>& rules() {
     scaling.complaint_code = expected("tunable_scaling::none, log or linear");
     t.push_back(std::move(scaling));
     t.push_back(flag("load_tracking", "USCHED_LOAD_TRACKING", &options::load_tracking, "off", "on"));
+    t.push_back(flag("join_handoff", "USCHED_JOIN_HANDOFF", &options::join_handoff, "off", "on"));
 
     option_rule stats;
     stats.field = "stats";

@@ -423,7 +423,20 @@ void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   const std::uint64_t token = f->joiner_token;
   const bool detached = f->detached;
   f->join_lock.unlock();
-  if (joiner) wake(*joiner, token);
+  if (joiner && claim(*joiner, token)) {
+    if (joiner->is_fiber) {
+      // The join hand-off's second half: a joiner that last ran here runs
+      // next, where its children's data is.
+      const wake_result r = engine_.wake_joiner(static_cast<fiber*>(joiner), w->index(), w->next_random(),
+                                                w->scratch(), engine_clock());
+      if (r.cpu >= 0) {
+        if (r.notify) worker_at(r.cpu).notify();
+        if (r.kick) kick_idle(r.cpu, w);
+      }
+    } else {
+      resume(*joiner);
+    }
+  }
   if (detached && f->task->error) report_detached_exception(f);
   w->exited_.store(w->exited_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (draining_.load(std::memory_order_relaxed)) [[unlikely]] {
@@ -581,6 +594,12 @@ void join_fiber(fiber* f) {
   f->joiner = &me;
   f->joiner_token = token;
   f->join_lock.unlock();
+  // The join hand-off: a joinee still queued on this worker runs next, in
+  // the joiner's place (depth-first fork-join).
+  if (me.is_fiber) {
+    worker* w = worker_of_this_thread();
+    w->rt().eng().hand_off(w->index(), f);
+  }
   block(me, token, -1);
 }
 

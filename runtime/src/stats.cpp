@@ -45,10 +45,10 @@ std::string runtime_stats::to_json() const {
     out += fmt::format(
         "{{\"worker\":{},\"fibers_run\":{},\"parks\":{},\"busy_ns\":{},\"idle_ns\":{},"
         "\"newidle_attempts\":{},\"newidle_pulls\":{},\"fibers_pulled\":{},\"wake_prev\":{},"
-        "\"wake_idle_sibling\":{},\"wake_other\":{},\"wakeup_preemptions\":{},\"tick_preemptions\":{},\"active_pushes\":{},\"active_abandoned\":{},\"newidle_skipped\":{},\"levels\":[",
+        "\"wake_idle_sibling\":{},\"wake_other\":{},\"wakeup_preemptions\":{},\"tick_preemptions\":{},\"active_pushes\":{},\"active_abandoned\":{},\"newidle_skipped\":{},\"handoffs\":{},\"levels\":[",
         w, s.fibers_run, s.parks, s.busy_ns, s.idle_ns, s.newidle_attempts, s.newidle_pulls,
         s.fibers_pulled, s.wake_prev, s.wake_idle_sibling, s.wake_other, s.wakeup_preemptions,
-        s.tick_preemptions, s.active_pushes, s.active_abandoned, s.newidle_skipped);
+        s.tick_preemptions, s.active_pushes, s.active_abandoned, s.newidle_skipped, s.handoffs);
     for (std::size_t i = 0; i < s.levels.size(); ++i) {
       const domain_level_stats& l = s.levels[i];
       if (i) out += ',';

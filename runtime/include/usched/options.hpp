@@ -94,6 +94,15 @@ struct options {
   // the switch path (bench/micro: yield/cfs vs yield/cfs-nopelt).
   bool load_tracking = true;
 
+  // The join hand-off (USCHED_JOIN_HANDOFF=0 turns it off), under every
+  // policy: a fiber that joins one still queued on its own worker hands the
+  // worker to it, and a fiber that exits hands its worker back to a joiner
+  // that last ran there. Fork-join code then runs depth-first, with a
+  // handful of fibers alive per worker instead of every leaf of the tree
+  // (docs/performance.md). The kernel has no join to hand off from: the
+  // seed experiments run with it off.
+  bool join_handoff = true;
+
   // Print statistics to stderr when the runtime shuts down (USCHED_STATS):
   // none, a readable table (`1`), or one JSON document (`json`).
   enum class stats_output { none, table, json };

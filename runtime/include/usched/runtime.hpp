@@ -46,6 +46,7 @@ struct worker_stats {
   std::uint64_t tick_preemptions = 0;    // ticks that ended its running fiber's slice
   std::uint64_t active_pushes = 0;       // fibers it handed to another worker for an active balance
   std::uint64_t active_abandoned = 0;    // active balances asked of it that found no fiber runnable to hand over
+  std::uint64_t handoffs = 0;            // join hand-offs: a joinee or a joiner made its next pick (options::join_handoff)
   std::vector<domain_level_stats> levels;  // its domain chain, narrowest first
 };
 
