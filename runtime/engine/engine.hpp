@@ -206,6 +206,7 @@ struct alignas(64) runqueue {
   // cleared if the fiber leaves the queue first (a balancer took it). FIFO
   // and LIFO need no slot: the fiber moves to the head, which they pick.
   sched_entity* handoff = nullptr;
+  sched_entity* last_inserted = nullptr;  // the timeline's newest fiber, the next insert's first guess
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
   rq_pelt pelt;
