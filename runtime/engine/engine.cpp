@@ -397,6 +397,10 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   if (kind == placement_kind::spawn && origin >= 0) se.recent_used_cpu = origin;
   if (se.pinned >= 0) return se.pinned;
   if (nr_cpus() == 1) return 0;
+  // Fork balancing off (engine_config::fork_balance): a spawn from a worker
+  // stays there, as a fork does where no domain has SD_BALANCE_FORK; idle
+  // workers pull it. A fiber that prefers a node is still placed.
+  if (kind == placement_kind::spawn && !cfg_.fork_balance && origin >= 0 && se.preferred_node < 0) return origin;
   if (places_without_snapshot_) {
     if (scratch.size() != nr_cpus()) scratch.resize(nr_cpus());
   } else {

@@ -356,6 +356,11 @@ struct engine_config {
   // code runs depth-first under every discipline. The kernel has no join;
   // off, a joiner blocks and is woken like any other waiter.
   bool join_handoff = true;
+  // Fork balancing (options::fork_balance): a spawn asks the policy where
+  // the new fiber goes (the kernel's SD_BALANCE_FORK, find_idlest_cpu()).
+  // Off, a spawn from a worker stays on it. On here, for engines made
+  // without options (the engine tests); options turn it off by default.
+  bool fork_balance = true;
 };
 
 // engine_config_of() is the engine's configuration for a runtime's options
@@ -371,6 +376,7 @@ inline engine_config engine_config_of(const usched::options& o) {
   c.min_granularity_ns = duration_cast<nanoseconds>(o.cfs_min_granularity).count();
   c.wakeup_granularity_ns = duration_cast<nanoseconds>(o.cfs_wakeup_granularity).count();
   c.join_handoff = o.join_handoff;
+  c.fork_balance = o.fork_balance;
   switch (o.cfs_tunable_scaling) {
     case usched::options::tunable_scaling::none:
       c.scaling = tunable_scaling::none;

@@ -263,6 +263,7 @@ const std::vector<option_rule>& rules() {
     t.push_back(std::move(scaling));
     t.push_back(flag("load_tracking", "USCHED_LOAD_TRACKING", &options::load_tracking, "off", "on"));
     t.push_back(flag("join_handoff", "USCHED_JOIN_HANDOFF", &options::join_handoff, "off", "on"));
+    t.push_back(flag("fork_balance", "USCHED_FORK_BALANCE", &options::fork_balance, "off", "on"));
 
     option_rule stats;
     stats.field = "stats";

@@ -103,6 +103,19 @@ struct options {
   // seed experiments run with it off.
   bool join_handoff = true;
 
+  // Fork balancing (USCHED_FORK_BALANCE=1 turns it on): whether a spawn
+  // from a worker asks the policy where the new fiber goes (under CFS, the
+  // kernel's fork balance: find_idlest_cpu() over a snapshot of every
+  // worker, SD_BALANCE_FORK on every domain), or stays on the spawner's
+  // worker for idle workers to pull, as Go and Tokio place a spawn. Off by
+  // default: a fork balance costs a snapshot of every worker per spawn and
+  // sends most spawns of a busy worker to another one, which costs more
+  // than a small fiber's work (docs/performance.md); the seed experiments
+  // turn it on. A spawn from outside the runtime, or of a fiber with a
+  // preferred node, is placed by the policy either way; FIFO and LIFO
+  // policies place a spawn from a worker locally either way.
+  bool fork_balance = false;
+
   // Print statistics to stderr when the runtime shuts down (USCHED_STATS):
   // none, a readable table (`1`), or one JSON document (`json`).
   enum class stats_output { none, table, json };
