@@ -859,7 +859,9 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const
     // store would only move a line of a stolen fiber to the thief.
     if (fair_) se->exec_start = now() - cfg_.migration_cost_ns;
     se->cpu = dst;
-    se->on_rq.store(true, std::memory_order_relaxed);
+    // Release: cpu before on_rq, for hand_off()'s reading under the old
+    // runqueue's lock.
+    se->on_rq.store(true, std::memory_order_release);
     ++q.nr_running;
     q.load_weight += se->weight;
     queue_insert(q, se);
@@ -1073,7 +1075,13 @@ bool engine::hand_off(int cpu, sched_entity* target) {
   // can it be neither stolen nor picked meanwhile.
   if (target->cpu != cpu || !target->on_rq.load(std::memory_order_relaxed)) return false;
   q.lock.lock();
-  const bool queued = target->cpu == cpu && target->on_rq.load(std::memory_order_relaxed) && target != q.curr;
+  // on_rq first: a thief attaching the fiber to its own runqueue writes cpu
+  // before on_rq (release), under its own lock, not ours; read the other
+  // way round, a cpu from before its steal and an on_rq from after it
+  // would pass for "queued here". With our lock held, on_rq and then our
+  // own index in cpu mean it is ours: queued, or running (curr).
+  const bool queued =
+      target->on_rq.load(std::memory_order_acquire) && target->cpu == cpu && target != q.curr;
   if (queued) make_next(cpu, q, target);
   q.lock.unlock();
   return queued;

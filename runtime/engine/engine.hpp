@@ -761,7 +761,9 @@ class engine {
   // any other queued fiber.
   void add_runnable(int cpu, runqueue& q, sched_entity* se, enqueue_kind kind) noexcept {
     se->cpu = cpu;
-    se->on_rq.store(true, std::memory_order_relaxed);
+    // Release: cpu before on_rq, for hand_off() under another lock (a
+    // plain store on x86).
+    se->on_rq.store(true, std::memory_order_release);
     ++q.nr_running;
     q.load_weight += se->weight;
     const bool run_next = !fair_ && !lifo_ && kind == enqueue_kind::spawn_local;
