@@ -3,6 +3,16 @@
 //
 //   overflow   a fiber recurses without bound on a 16 KiB stack; the runtime
 //              ends the process with one line naming the fiber and its stack.
+//   overflow-many past-budget
+//              on one worker, as many fibers block (each holding its 16 KiB
+//              stack) as the mprotect guard budget has stacks (a quarter of
+//              vm.max_map_count, two mappings a stack) plus 64, then one more
+//              overflows its stack by about 2 KiB, writing every frame
+//              whole, and returns. With USCHED_GUARD_PAGES=mprotect that stack
+//              is past the budget and has no guard page, and its canary
+//              reports the overflow when the fiber exits; with guard regions
+//              the guard page faults first. Either way: one line, then the
+//              end.
 //   alloca KIB a fiber on a 64 KiB stack allocates KIB KiB with alloca and
 //              writes its lowest byte; with stack-clash protection the
 //              allocation probes page by page and hits the guard page.
@@ -34,6 +44,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <usched/usched.hpp>
 
@@ -50,6 +61,55 @@ volatile int depth_limit = 1 << 30;
   pad[0] = static_cast<char>(depth);
   if (depth >= depth_limit) return pad[0];
   return recurse(depth + 1) + pad[0];
+}
+
+// Recurses until its stack pointer is `bytes` below where it started,
+// writing each frame whole, as code that initializes its locals does.
+[[gnu::noinline]] int recurse_until(const char* start, std::size_t bytes) {
+  volatile char pad[512];
+  for (auto& c : pad) c = 1;
+  const char* here = reinterpret_cast<const char*>(__builtin_frame_address(0));
+  if (static_cast<std::size_t>(start - here) >= bytes) return pad[0];
+  return recurse_until(start, bytes) + pad[1];
+}
+
+// The mprotect guard budget plus 64: /proc/sys/vm/max_map_count / 8.
+long past_budget() {
+  long max_maps = 65530;
+  std::ifstream f("/proc/sys/vm/max_map_count");
+  if (long v = 0; f >> v && v > 0) max_maps = v;
+  return max_maps / 8 + 64;
+}
+
+void overflow_many(usched::options opts, long n) {
+  opts.stack_size = 16 * 1024;
+  // One worker: the fibers that block take every stack mapped before the
+  // overflowing one, guarded or not (no other worker's cache keeps some).
+  opts.workers = 1;
+  usched::runtime rt(opts);
+  rt.run([n] {
+    usched::channel<int> release(0);
+    usched::wait_group blocked;
+    blocked.add(n);
+    std::vector<usched::join_handle<void>> hs;
+    hs.reserve(static_cast<std::size_t>(n));
+    for (long i = 0; i < n; ++i) {
+      hs.push_back(usched::spawn([&] {
+        blocked.done();
+        (void)release.recv();
+      }));
+    }
+    blocked.wait();
+    // A 16 KiB stack has a little more than that to use (the rest of its
+    // pages), up to 4 KiB more: 2 KiB past the rounded-up end reaches into
+    // the page below the stack, not past it.
+    usched::spawn([] {
+      const char* start = reinterpret_cast<const char*>(__builtin_frame_address(0));
+      return recurse_until(start, 16 * 1024 + 3 * 1024 + 512);
+    }).join();
+    release.close();
+    for (auto& h : hs) h.join();
+  });
 }
 
 // The threads of this process, from /proc/self/status.
@@ -172,6 +232,8 @@ int main(int argc, char** argv) {
       opts.stack_size = 16 * 1024;
       usched::runtime rt(opts);
       rt.run([] { return recurse(0); });
+    } else if (std::strcmp(mode, "overflow-many") == 0 && argc > 2 && std::strcmp(argv[2], "past-budget") == 0) {
+      overflow_many(opts, past_budget());
     } else if ((std::strcmp(mode, "alloca") == 0 || std::strcmp(mode, "frame") == 0) && argc > 2) {
       big_frame(mode, argv[2]);
     } else if (std::strcmp(mode, "detached") == 0) {
@@ -196,7 +258,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|alloca KIB|frame KIB|detached|hang|self-destroy|config|start\n");
+      std::fprintf(stderr, "usage: death_probe overflow|overflow-many past-budget|alloca KIB|frame KIB|detached|hang|self-destroy|config|start\n");
       return 2;
     }
     return 0;

@@ -40,8 +40,8 @@ std::string protection_of(const void* addr) {
 
 TEST_CASE("stack pool: stacks are guarded up to the budget, then mapped without guards",
           "[stack_pool]") {
-  // A budget of two slabs (slabs hold 16 stacks).
-  stack_pool pool(64 * 1024, 32);
+  // A budget of two slabs (slabs hold 16 stacks), mprotect guards only.
+  stack_pool pool(64 * 1024, 32, stack_pool::guard_method::mprotect);
   std::vector<fiber*> taken;
   for (int i = 0; i < 64; ++i) taken.push_back(pool.take());
   CHECK(pool.mapped() == 64);
@@ -58,8 +58,9 @@ TEST_CASE("stack pool: stacks are guarded up to the budget, then mapped without 
   }
   CHECK(guarded == 32);
   // The kernel agrees: a guarded stack's lowest page is PROT_NONE, an
-  // unguarded one's is ordinary stack memory.
+  // unguarded one's is ordinary stack memory, topped by a canary.
   for (fiber* f : taken) CHECK(protection_of(f->block) == (f->guarded ? "---" : "rw-"));
+  for (fiber* f : taken) CHECK(stack_pool::canary_intact(f));
   // The notice that guards ran out is given once.
   CHECK(pool.take_budget_exhausted_notice());
   CHECK_FALSE(pool.take_budget_exhausted_notice());
@@ -68,6 +69,70 @@ TEST_CASE("stack pool: stacks are guarded up to the budget, then mapped without 
   fiber* again = pool.take();
   CHECK(pool.mapped() == 64);
   pool.give(&again, 1);
+}
+
+TEST_CASE("stack pool: an unguarded stack's canary tells an overflow from a stack that stayed in bounds",
+          "[stack_pool]") {
+  stack_pool pool(64 * 1024, 0, stack_pool::guard_method::mprotect);
+  fiber* f = pool.take();
+  REQUIRE_FALSE(f->guarded);
+  CHECK(stack_pool::canary_intact(f));
+  // The stack's whole usable range is the fiber's: writing all of it leaves
+  // the canary alone.
+  auto* bottom = static_cast<char*>(const_cast<void*>(f->ctx.stack_bottom));
+  std::fill(bottom, bottom + f->ctx.stack_size, '\x5a');
+  CHECK(stack_pool::canary_intact(f));
+  // One byte below it is an overflow.
+  const char saved = bottom[-1];
+  bottom[-1] = static_cast<char>(~saved);
+  CHECK_FALSE(stack_pool::canary_intact(f));
+  bottom[-1] = saved;
+  CHECK(stack_pool::canary_intact(f));
+  // So is the lowest byte of the canary, 64 bytes below.
+  bottom[-64] = static_cast<char>(~bottom[-64]);
+  CHECK_FALSE(stack_pool::canary_intact(f));
+  bottom[-64] = static_cast<char>(~bottom[-64]);
+  pool.give(&f, 1);
+}
+
+TEST_CASE("stack pool: with guard regions every stack is guarded, and no stack costs a mapping",
+          "[stack_pool]") {
+  if (!stack_pool::kernel_has_guard_regions()) {
+    // Linux before 6.13: the mprotect budget applies (the tests above).
+    WARN("this kernel has no guard regions (MADV_GUARD_INSTALL)");
+    return;
+  }
+  // A budget of nothing: only guard regions can guard these.
+  stack_pool pool(64 * 1024, 0);
+  REQUIRE(pool.guard_regions());
+  std::vector<fiber*> taken;
+  for (int i = 0; i < 48; ++i) taken.push_back(pool.take());
+  CHECK(pool.guarded() == 48);
+  for (fiber* f : taken) {
+    CHECK(f->guarded);
+    // The guard leaves the mapping as it is: no PROT_NONE page splits it.
+    CHECK(protection_of(f->block) == "rw-");
+  }
+  // The blocks of a slab are one mapping, as without guards.
+  const auto maps_holding = [&](const std::vector<fiber*>& fs) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    int n = 0;
+    while (std::getline(maps, line)) {
+      std::uintptr_t lo = 0, hi = 0;
+      if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) != 2) continue;
+      for (fiber* f : fs) {
+        const auto a = reinterpret_cast<std::uintptr_t>(f->block);
+        if (a >= lo && a < hi) {
+          ++n;
+          break;
+        }
+      }
+    }
+    return n;
+  };
+  CHECK(maps_holding(taken) <= 3);  // three slabs, adjacent ones merged
+  pool.give(taken.data(), taken.size());
 }
 
 TEST_CASE("stack pool: a batch take hands out the most recently returned first, then maps",

@@ -232,6 +232,23 @@ const std::vector<option_rule>& rules() {
                                     ".." + std::to_string(max_stack_kib * kib) + " (16 KiB..1 GiB)");
     t.push_back(std::move(stack));
 
+    option_rule guard;
+    guard.field = "stack_guard";
+    guard.variable = "USCHED_GUARD_PAGES";
+    guard.parse = [](std::string_view s, options& o) {
+      if (s == "auto") return o.stack_guard = options::guard_pages::automatic, true;
+      if (s == "mprotect") return o.stack_guard = options::guard_pages::mprotect, true;
+      return false;
+    };
+    guard.valid = [](const options& o) {
+      return o.stack_guard == options::guard_pages::automatic || o.stack_guard == options::guard_pages::mprotect;
+    };
+    guard.same = [](const options& a, const options& b) { return a.stack_guard == b.stack_guard; };
+    guard.show = [](const options& o) { return std::to_string(static_cast<int>(o.stack_guard)); };
+    guard.complaint_env = expected("auto or mprotect");
+    guard.complaint_code = expected("guard_pages::automatic or mprotect");
+    t.push_back(std::move(guard));
+
     t.push_back(micros("spin", "USCHED_SPIN_US", &options::spin, 0, 1'000'000, "a spin time"));
     t.push_back(flag("pin", "USCHED_PIN", &options::pin, "do not pin workers", "pin"));
     t.push_back(micros("cfs_latency", "USCHED_CFS_LATENCY_US", &options::cfs_latency, 100,

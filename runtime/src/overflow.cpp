@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "runtime_impl.hpp"
+#include "stack_pool.hpp"
 
 namespace usched::detail {
 namespace {
@@ -64,35 +66,69 @@ void chain(int sig, siginfo_t* info, void* uctx) {
   signal(sig, SIG_DFL);
 }
 
+// The one-line report, then the end: "usched: fiber N overflowed its K KiB
+// stack (<what> 0x...); raise ...". Async-signal-safe.
+[[noreturn]] void die_of_overflow(const fiber* f, std::size_t stack_kib, const char* what, std::uintptr_t at) {
+  char buf[256];
+  char* p = buf;
+  p = put_str(p, "usched: fiber ");
+  p = put_dec(p, f->id.load(std::memory_order_relaxed));
+  p = put_str(p, " overflowed its ");
+  p = put_dec(p, stack_kib);
+  p = put_str(p, " KiB stack (");
+  p = put_str(p, what);
+  p = put_hex(p, at);
+  p = put_str(p, "); raise USCHED_STACK_KB or options::stack_size\n");
+  ssize_t ignored = write(STDERR_FILENO, buf, static_cast<std::size_t>(p - buf));
+  (void)ignored;
+  signal(SIGABRT, SIG_DFL);
+  abort();
+}
+
+// The stack pointer at the fault, from the signal's context.
+std::uintptr_t stack_pointer_of(void* uctx) noexcept {
+  const auto* uc = static_cast<const ucontext_t*>(uctx);
+#if defined(__x86_64__)
+  return static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__aarch64__)
+  return static_cast<std::uintptr_t>(uc->uc_mcontext.sp);
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
 void on_fault(int sig, siginfo_t* info, void* uctx) {
   worker* w = worker_of_this_thread();
   fiber* f = w ? w->current_fiber() : nullptr;
-  if (f && f->block && f->guarded) {
+  if (f && f->block) {
+    const std::size_t kib = w->rt().config().stack_size / 1024;
     const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
     const auto page = static_cast<std::uintptr_t>(w->rt().pool().page_size());
     const auto guard = reinterpret_cast<std::uintptr_t>(f->block);
-    // A frame may step over part of the guard page before touching memory,
-    // so accept a fault anywhere from one page below the guard to its end.
-    if (addr + page >= guard && addr < guard + page) {
-      char buf[256];
-      char* p = buf;
-      p = put_str(p, "usched: fiber ");
-      p = put_dec(p, f->id.load(std::memory_order_relaxed));
-      p = put_str(p, " overflowed its ");
-      p = put_dec(p, w->rt().config().stack_size / 1024);
-      p = put_str(p, " KiB stack (fault at ");
-      p = put_hex(p, addr);
-      p = put_str(p, "); raise USCHED_STACK_KB or options::stack_size\n");
-      ssize_t ignored = write(STDERR_FILENO, buf, static_cast<std::size_t>(p - buf));
-      (void)ignored;
-      signal(SIGABRT, SIG_DFL);
-      abort();
+    if (f->guarded) {
+      // A frame may step over part of the guard page before touching
+      // memory, so accept a fault anywhere from one page below the guard to
+      // its end.
+      if (addr + page >= guard && addr < guard + page) die_of_overflow(f, kib, "fault at ", addr);
+    } else {
+      // No guard page: the overflow ran on through the blocks below until
+      // something faulted; the stack pointer says whose stack it was.
+      const std::uintptr_t sp = stack_pointer_of(uctx);
+      const auto bottom = reinterpret_cast<std::uintptr_t>(f->ctx.stack_bottom);
+      if (sp != 0 && sp < bottom) die_of_overflow(f, kib, "no guard page; stack pointer at ", sp);
     }
   }
   chain(sig, info, uctx);
 }
 
 }  // namespace
+
+void check_stack_canary(const fiber* f, std::size_t stack_kib) noexcept {
+  if (stack_pool::canary_intact(f)) [[likely]] return;
+  die_of_overflow(f, stack_kib, "no guard page; its canary overwritten below ",
+                  reinterpret_cast<std::uintptr_t>(f->ctx.stack_bottom));
+}
 
 void install_overflow_handler() noexcept {
   static std::once_flag once;

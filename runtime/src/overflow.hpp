@@ -1,11 +1,14 @@
 // overflow.hpp: turning a fiber stack overflow into a clear death.
 //
-// Each fiber's stack has a PROT_NONE guard page below it. Running into it
-// raises SIGSEGV on a stack that is, by definition, full, so the handler runs
-// on a per-worker alternate signal stack. If the fault address is in the
-// running fiber's guard page, the handler writes one line naming the fiber and
-// its stack size and ends the process; any other fault goes to whatever
-// handler was installed before ours (or the default action).
+// A fiber's stack has a guard page below it (a guard region or a PROT_NONE
+// page, stack_pool.hpp). Running into it raises SIGSEGV on a stack that is,
+// by definition, full, so the handler runs on a per-worker alternate signal
+// stack. If the fault address is in the running fiber's guard page, or the
+// running fiber has no guard page and its stack pointer is below its stack,
+// the handler writes one line naming the fiber and its stack size and ends
+// the process; any other fault goes to whatever handler was installed
+// before ours (or the default action). A stack without a guard page has a
+// canary instead, which check_stack_canary() verifies.
 //
 // The guard is one page (4 KiB). A frame that skips more than that before its
 // first access (a big local array written at its low end, an alloca) would
@@ -22,6 +25,14 @@ namespace usched::detail {
 // install_overflow_handler() installs the SIGSEGV/SIGBUS handler once per
 // process (signal dispositions are process-wide); later calls do nothing.
 void install_overflow_handler() noexcept;
+
+struct fiber;
+
+// check_stack_canary() ends the process with the one-line overflow report
+// if `f` has no guard page and its canary was overwritten; `stack_kib` is
+// the stack size the report names. Called for the running fiber at the
+// tick and when a fiber exits.
+void check_stack_canary(const fiber* f, std::size_t stack_kib) noexcept;
 
 // alt_signal_stack gives the calling thread an alternate signal stack for its
 // lifetime (workers create one first thing).

@@ -100,7 +100,9 @@ runtime_impl::runtime_impl(options opts)
       places_(topo_.place_workers(opts_.workers, to_detail(opts_.unit), option_subject(opts_, "workers"))),
       log_(make_logger(opts_.log_level)),
       engine_(build_domains(places_), make_policy(opts_.policy), engine_config_of(opts_)),
-      pool_(round_to_page(opts_.stack_size)) {
+      pool_(round_to_page(opts_.stack_size), stack_pool::default_guard_budget(),
+            opts_.stack_guard == options::guard_pages::mprotect ? stack_pool::guard_method::mprotect
+                                                                 : stack_pool::guard_method::automatic) {
   unit_ = to_detail(opts_.unit);
   initial_fp_ = fp_control::current();
   fp_in_frame_ = fp_in_first_frame();
@@ -315,7 +317,8 @@ fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
   fiber* f = w ? w->take_fiber() : pool_.take();
   if (pool_.take_budget_exhausted_notice()) [[unlikely]] {
     log().warn("{} fiber stacks have guard pages (a quarter of vm.max_map_count); stacks mapped "
-               "from now on have none, and an overflow there is not caught",
+               "from now on have a canary instead, checked at the tick and when the fiber exits: "
+               "an overflow there is found late, or not at all if it skips the canary",
                pool_.guarded());
   }
   void* frame = stack_pool::inline_frame(f, size, align);
@@ -417,6 +420,7 @@ void runtime_impl::kick_idle(int busy_cpu, worker* w) noexcept {
 }
 
 void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
+  check_stack_canary(f, opts_.stack_size / 1024);
   f->join_lock.lock();
   f->done.store(true, std::memory_order_release);
   waitable* joiner = f->joiner;

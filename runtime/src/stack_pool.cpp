@@ -18,7 +18,53 @@ std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to *
 // Bytes above the stack: the control block and the inline task frame.
 constexpr std::size_t top_area = sizeof(fiber) + stack_pool::inline_frame_bytes + 64;
 
+// madvise(MADV_GUARD_INSTALL), Linux 6.13; Debian 12's headers predate it.
+#ifndef MADV_GUARD_INSTALL
+constexpr int MADV_GUARD_INSTALL = 102;
+#endif
+
+// The canary: the top 64 bytes of an unguarded block's lowest page, the
+// first an overflow writes on its way down. Each word mixes its own
+// address, so a copy of another block's canary (a stack holding one, or
+// an overflow that copies a neighbour) does not pass for it.
+constexpr std::size_t canary_words = 8;
+constexpr std::uint64_t canary_seed = 0x75736368656455ULL;  // "usched" and a byte
+
+std::uint64_t canary_word(const std::uint64_t* at) noexcept {
+  auto x = reinterpret_cast<std::uintptr_t>(at) ^ canary_seed;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+std::uint64_t* canary_of(const fiber* f) noexcept {
+  auto* bottom = static_cast<std::uint64_t*>(const_cast<void*>(f->ctx.stack_bottom));
+  return bottom - canary_words;
+}
+
 }  // namespace
+
+bool stack_pool::kernel_has_guard_regions() noexcept {
+  static const bool has = [] {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    const bool ok = madvise(p, page, MADV_GUARD_INSTALL) == 0;
+    munmap(p, 2 * page);
+    return ok;
+  }();
+  return has;
+}
+
+bool stack_pool::canary_intact(const fiber* f) noexcept {
+  if (f->guarded || !f->block) return true;
+  const std::uint64_t* c = canary_of(f);
+  for (std::size_t i = 0; i < canary_words; ++i) {
+    if (c[i] != canary_word(c + i)) return false;
+  }
+  return true;
+}
 
 // The guard budget: a quarter of vm.max_map_count, two VMAs per guarded
 // stack (see stack_pool.hpp).
@@ -32,10 +78,11 @@ std::size_t stack_pool::default_guard_budget() {
   return max_maps / 4 / 2;
 }
 
-stack_pool::stack_pool(std::size_t stack_size, std::size_t guard_budget)
+stack_pool::stack_pool(std::size_t stack_size, std::size_t guard_budget, guard_method method)
     : stack_size_(stack_size),
       page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
-      guard_budget_(guard_budget) {
+      guard_budget_(guard_budget),
+      regions_(method == guard_method::automatic && kernel_has_guard_regions()) {
   map_size_ = page_ + round_up(stack_size_ + top_area, page_);
 }
 
@@ -89,6 +136,10 @@ fiber* stack_pool::place_fiber(char* block, bool guarded) {
   f->stack_top = reinterpret_cast<char*>(top);
   f->ctx.stack_bottom = block + page_;
   f->ctx.stack_size = static_cast<std::size_t>(f->stack_top - (block + page_));
+  if (!guarded) {
+    std::uint64_t* c = canary_of(f);
+    for (std::size_t i = 0; i < canary_words; ++i) c[i] = canary_word(c + i);
+  }
   // TSan's logical thread lives as long as the pooled fiber: every switch
   // into it synchronizes, so successive fibers reusing it are ordered like
   // tasks on a pool thread, and spawning costs no TSan thread creation.
@@ -96,37 +147,53 @@ fiber* stack_pool::place_fiber(char* block, bool guarded) {
   return f;
 }
 
-// map_slab() maps slab_fibers blocks with one mmap and guards them while the
-// budget lasts. Called without the lock; the budget is claimed under it.
+// map_slab() maps slab_fibers blocks with one mmap and guards each
+// (guard_block). Called without the lock.
 void stack_pool::map_slab(std::vector<fiber*>& out) {
   const std::size_t bytes = map_size_ * slab_fibers;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   auto* base = static_cast<char*>(p);
-  bool guard;
-  {
-    std::lock_guard<spinlock> g(lock_);
-    guard = guarded_ + slab_fibers <= guard_budget_;
-    if (guard) guarded_ += slab_fibers;
-  }
   for (std::size_t i = 0; i < slab_fibers; ++i) {
     char* block = base + i * map_size_;
-    // The lowest page of each block is its guard: a fiber that runs off the
-    // end of its stack faults there instead of writing over its neighbour.
-    if (guard && mprotect(block, page_, PROT_NONE) != 0) {
-      // Out of VMAs after all: the rest of the slab goes unguarded.
-      guard = false;
+    out.push_back(place_fiber(block, guard_block(block)));
+  }
+}
+
+// guard_block() makes the lowest page of `block` its guard, so that a fiber
+// that runs off the end of its stack faults there instead of writing over
+// its neighbour: a guard region, or while the budget lasts a PROT_NONE
+// page. False: the stack goes without (place_fiber() gives it a canary).
+bool stack_pool::guard_block(char* block) {
+  if (regions_.load(std::memory_order_relaxed)) {
+    if (madvise(block, page_, MADV_GUARD_INSTALL) == 0) {
       std::lock_guard<spinlock> g(lock_);
-      guarded_ -= slab_fibers - i;
-      guard_budget_ = guarded_;
+      ++guarded_;
+      return true;
     }
-    out.push_back(place_fiber(block, guard));
+    // Refused after the probe passed: mprotect from here on.
+    regions_.store(false, std::memory_order_relaxed);
   }
-  if (!guard) {
-    int guarding = 0;
-    notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<spinlock> g(lock_);
+    if (protected_ >= guard_budget_) {
+      int guarding = 0;
+      notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+      return false;
+    }
+    ++protected_;
+    ++guarded_;
   }
+  if (mprotect(block, page_, PROT_NONE) == 0) return true;
+  // Out of VMAs before the budget: the budget ends here.
+  std::lock_guard<spinlock> g(lock_);
+  --protected_;
+  --guarded_;
+  guard_budget_ = protected_;
+  int guarding = 0;
+  notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+  return false;
 }
 
 fiber* stack_pool::take() {

@@ -6,14 +6,30 @@
 // several fibers) and only unmapped when the pool is destroyed, after every
 // worker has stopped: whole slabs at once, adjacent slabs in one munmap.
 //
-// Guard pages and vm.max_map_count. A guard page is a PROT_NONE page below
-// each stack, and it splits the mapping: every guarded stack costs the
-// process two VMAs, and the kernel refuses mappings past vm.max_map_count
-// (65530 by default), which would cap a process at ~32k live fibers. The
-// pool therefore guards stacks up to a budget of a quarter of that limit
-// (leaving the rest to malloc, libraries and the application), then maps
-// further slabs unguarded, one VMA per slab, and says so once in the log.
-// folly's fiber GuardPageAllocator makes the same trade.
+// Guard pages. The lowest page of each block guards the stack above it: a
+// fiber that runs off the end of its stack faults there, and the fault
+// handler (overflow.cpp) names the fiber. Three ways, best first:
+//
+//  - Guard regions (Linux 6.13+, madvise MADV_GUARD_INSTALL): the page
+//    faults on any access without a mapping of its own, so every stack is
+//    guarded, however many are alive, for one madvise call per stack.
+//  - mprotect(PROT_NONE): a protection boundary splits the mapping, so a
+//    guarded stack costs the process two VMAs, and the kernel refuses
+//    mappings past vm.max_map_count (65530 by default), which would cap a
+//    process at ~32k live fibers. The pool guards stacks this way up to a
+//    budget of a quarter of that limit (leaving the rest to malloc,
+//    libraries and the application), as folly's GuardPageAllocator does.
+//  - Past the budget, a canary: the top of the would-be guard page holds a
+//    pattern that an overflow overwrites on its way down. It is checked at
+//    the worker's tick for the running fiber and when a fiber exits, and
+//    the fault handler also recognizes a stack pointer below the stack. An
+//    overflow is then found after the fact, not at the faulting write, and
+//    one that jumps over the canary or past the page into the neighbouring
+//    block is found only if it faults later. The log says once when stacks
+//    start going without a guard page.
+//
+// options::guard_pages = mprotect skips guard regions (the fallback of
+// older kernels, for comparing them).
 #pragma once
 
 #include <atomic>
@@ -31,10 +47,27 @@ class stack_pool {
   // allocated on the heap. Most closures capture a few pointers.
   static constexpr std::size_t inline_frame_bytes = 512;
 
-  // `guard_budget`: how many stacks get a guard page; by default a quarter
-  // of vm.max_map_count, two VMAs per guarded stack (see above).
-  explicit stack_pool(std::size_t stack_size, std::size_t guard_budget = default_guard_budget());
+  // How stacks are guarded (see above).
+  enum class guard_method : unsigned char {
+    automatic,  // guard regions where the kernel has them, else mprotect within the budget
+    mprotect,   // mprotect within the budget, canaries past it
+  };
+
+  // `guard_budget`: how many stacks get an mprotect guard page; by default
+  // a quarter of vm.max_map_count, two VMAs per guarded stack (see above).
+  // Guard regions need no budget.
+  explicit stack_pool(std::size_t stack_size, std::size_t guard_budget = default_guard_budget(),
+                      guard_method method = guard_method::automatic);
   static std::size_t default_guard_budget();
+  // Whether this kernel has guard regions (asked once per process).
+  static bool kernel_has_guard_regions() noexcept;
+  // Whether this pool guards with them.
+  bool guard_regions() const noexcept { return regions_.load(std::memory_order_relaxed); }
+
+  // The canary of an unguarded stack: intact, or overwritten from below by
+  // an overflow. True for a guarded stack (it has none). Reads the top line
+  // of the block's lowest page.
+  static bool canary_intact(const fiber* f) noexcept;
   ~stack_pool();
   stack_pool(const stack_pool&) = delete;
   stack_pool& operator=(const stack_pool&) = delete;
@@ -50,7 +83,8 @@ class stack_pool {
 
   std::size_t stack_size() const noexcept { return stack_size_; }
   std::size_t page_size() const noexcept { return page_; }
-  // Stacks mapped so far, and how many of them have a guard page.
+  // Stacks mapped so far, and how many of them have a guard page (region or
+  // mprotect).
   std::size_t mapped() const;
   std::size_t guarded() const;
   // Every fiber mapped so far, pooled or live, in no particular order. The
@@ -85,15 +119,18 @@ class stack_pool {
   static constexpr std::size_t slab_fibers = 16;
 
   void map_slab(std::vector<fiber*>& out);
+  bool guard_block(char* block);
   fiber* place_fiber(char* block, bool guarded);
 
   std::size_t stack_size_;
   std::size_t page_;
   std::size_t map_size_;
   std::size_t guard_budget_;
+  std::atomic<bool> regions_{false};
   std::atomic<int> notice_{0};  // 0: guarding, 1: budget ran out, 2: said so
   mutable spinlock lock_;
-  std::size_t guarded_ = 0;
+  std::size_t guarded_ = 0;    // stacks with a guard page, either kind
+  std::size_t protected_ = 0;  // ... of which mprotect'd (the budget's)
   std::vector<fiber*> free_;
   std::vector<fiber*> all_;
   // Every slab's first byte (each is map_size_ * slab_fibers long), for the

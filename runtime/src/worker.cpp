@@ -258,6 +258,9 @@ void worker::preempt_check() {
 // the backend carries out by waking a parked worker.
 unsigned worker::tick(std::int64_t now) {
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
+  // A stack without a guard page is checked for an overflow here, at the
+  // tick's pace, and when its fiber exits.
+  if (current_ != &idle_) check_stack_canary(current_, rt_.config().stack_size / 1024);
   const tick_result r = rt_.eng().tick(index_, now, next_random(), scratch_);
   if (r.kick) rt_.kick_idle(index_, this);
   return r.pulled;

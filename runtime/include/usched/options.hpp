@@ -63,6 +63,16 @@ struct options {
   // default_stack_size).
   std::size_t stack_size = default_stack_size;
 
+  // How fiber stacks are guarded (USCHED_GUARD_PAGES): `auto` puts a guard
+  // region below every stack where the kernel has them (Linux 6.13+,
+  // MADV_GUARD_INSTALL: no mapping per stack, so no limit), else a
+  // PROT_NONE page while a quarter of vm.max_map_count lasts, then a canary
+  // that the tick and the fiber's exit check; `mprotect` skips guard
+  // regions (to compare with older kernels). Either way an overflow is a
+  // one-line report naming the fiber (docs/architecture.md).
+  enum class guard_pages { automatic, mprotect };
+  guard_pages stack_guard = guard_pages::automatic;
+
   // How long an idle worker spins looking for work before it parks
   // (USCHED_SPIN_US), 0..1 s. Spinning buys wake-up latency with CPU time.
   std::chrono::microseconds spin{50};
