@@ -58,6 +58,11 @@ TEST_CASE("options: defaults", "[options]") {
   CHECK(o.stack_size == 64 * 1024);
 #endif
   CHECK(o.topology.empty());
+  // An embedder's defaults: the join hand-off on, fork balancing off,
+  // guard regions where the kernel has them.
+  CHECK(o.join_handoff);
+  CHECK_FALSE(o.fork_balance);
+  CHECK(o.stack_guard == usched::options::guard_pages::automatic);
 }
 
 TEST_CASE("options: the environment fills the struct", "[options]") {
@@ -67,7 +72,13 @@ TEST_CASE("options: the environment fills the struct", "[options]") {
   scoped_env s("USCHED_SLICE_US", "500");
   scoped_env k("USCHED_STACK_KB", "128");
   scoped_env l("USCHED_LOG", "error");
+  scoped_env j("USCHED_JOIN_HANDOFF", "0");
+  scoped_env f("USCHED_FORK_BALANCE", "1");
+  scoped_env g("USCHED_GUARD_PAGES", "mprotect");
   const auto o = usched::options::from_env();
+  CHECK_FALSE(o.join_handoff);
+  CHECK(o.fork_balance);
+  CHECK(o.stack_guard == usched::options::guard_pages::mprotect);
   CHECK(o.policy == "none");
   CHECK(o.workers == 3);
   CHECK(o.topology == "pack:1 core:4 pu:1");
@@ -198,6 +209,10 @@ TEST_CASE("options: other bad values", "[options][bad-input]") {
                        bad{"USCHED_PIN", "yes", "0 (do not pin workers) or 1 (pin)"},
                        bad{"USCHED_PIN", "01", "0 (do not pin workers) or 1 (pin)"},
                        bad{"USCHED_LOAD_TRACKING", "2", "0 (off) or 1 (on)"},
+                       bad{"USCHED_JOIN_HANDOFF", "on", "0 (off) or 1 (on)"},
+                       bad{"USCHED_FORK_BALANCE", "true", "0 (off) or 1 (on)"},
+                       bad{"USCHED_GUARD_PAGES", "madvise", "auto or mprotect"},
+                       bad{"USCHED_GUARD_PAGES", "AUTO", "auto or mprotect"},
                        bad{"USCHED_STATS", "01", "0, 1 (a table) or json"}}) {
     INFO(b.name << "=" << b.value);
     CHECK(env_error(b.name, b.value) ==

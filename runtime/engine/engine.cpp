@@ -409,7 +409,7 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   placement_request req;
   req.kind = kind;
   req.origin = origin;
-  req.prev = kind == placement_kind::wake ? se.cpu : -1;
+  req.prev = kind == placement_kind::wake ? se.cpu.load(std::memory_order_relaxed) : -1;
   req.fiber = view_of(se, now, false);
   req.cpus = scratch;
   req.domains = &domains_;
@@ -485,7 +485,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
   // The fiber's vruntime and load were last kept relative to the worker it
   // left; read that worker's min_vruntime before taking our own lock (no
   // two locks at once; a slightly stale value only shifts the placement).
-  const int from = se->cpu;
+  const int from = se->cpu.load(std::memory_order_relaxed);
   const bool migrated = kind == enqueue_kind::wakeup && from >= 0 && from != cpu;
   std::uint64_t from_min = 0;
   if (fair_ && migrated) from_min = rq(from).min_vruntime_pub.load(std::memory_order_relaxed);
@@ -763,7 +763,7 @@ bool engine::wake_running(sched_entity* se) {
   // the lock), and true only by an enqueue, which only this waker (the one
   // that claimed the wait) can do now: a false read is final.
   if (!se->on_rq.load(std::memory_order_acquire)) return false;
-  runqueue& q = rq(se->cpu);
+  runqueue& q = rq(se->cpu.load(std::memory_order_relaxed));
   q.lock.lock();
   const bool still = se->on_rq.load(std::memory_order_relaxed);
   if (still) se->wake_pending = true;
@@ -858,7 +858,7 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const
     // keeps time (and reads it, for cache-hotness): under FIFO and LIFO the
     // store would only move a line of a stolen fiber to the thief.
     if (fair_) se->exec_start = now() - cfg_.migration_cost_ns;
-    se->cpu = dst;
+    se->cpu.store(dst, std::memory_order_relaxed);
     // Release: cpu before on_rq, for hand_off()'s reading under the old
     // runqueue's lock.
     se->on_rq.store(true, std::memory_order_release);
@@ -1073,7 +1073,7 @@ bool engine::hand_off(int cpu, sched_entity* target) {
   runqueue& q = rq(cpu);
   // Queued here (on_rq, on this runqueue, not running): only under q's lock
   // can it be neither stolen nor picked meanwhile.
-  if (target->cpu != cpu || !target->on_rq.load(std::memory_order_relaxed)) return false;
+  if (!target->on_rq.load(std::memory_order_relaxed)) return false;
   q.lock.lock();
   // on_rq first: a thief attaching the fiber to its own runqueue writes cpu
   // before on_rq (release), under its own lock, not ours; read the other
@@ -1081,7 +1081,8 @@ bool engine::hand_off(int cpu, sched_entity* target) {
   // would pass for "queued here". With our lock held, on_rq and then our
   // own index in cpu mean it is ours: queued, or running (curr).
   const bool queued =
-      target->on_rq.load(std::memory_order_acquire) && target->cpu == cpu && target != q.curr;
+      target->on_rq.load(std::memory_order_acquire) && target->cpu.load(std::memory_order_relaxed) == cpu &&
+      target != q.curr;
   if (queued) make_next(cpu, q, target);
   q.lock.unlock();
   return queued;
@@ -1089,7 +1090,8 @@ bool engine::hand_off(int cpu, sched_entity* target) {
 
 wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random,
                                 std::vector<cpu_snapshot>& scratch, const now_source& now) {
-  if (!cfg_.join_handoff || joiner->cpu != cpu || (joiner->pinned >= 0 && joiner->pinned != cpu)) {
+  if (!cfg_.join_handoff || joiner->cpu.load(std::memory_order_relaxed) != cpu ||
+      (joiner->pinned >= 0 && joiner->pinned != cpu)) {
     return wake_up(joiner, placement_kind::wake, cpu, random, scratch, now);
   }
   wake_result r;

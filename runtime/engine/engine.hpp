@@ -49,7 +49,11 @@ struct sched_entity {
   // the least recently run.
   sched_entity* rq_next = nullptr;
   sched_entity* rq_prev = nullptr;
-  int cpu = -1;     // the runqueue it is on, or the worker it last ran on
+  // The runqueue it is on, or the worker it last ran on. Written under the
+  // lock of the runqueue it joins (relaxed; on_rq's release store follows);
+  // atomic because hand_off() reads it under another runqueue's lock while a
+  // thief may be attaching the fiber to its own.
+  std::atomic<int> cpu{-1};
   int pinned = -1;  // the only worker it may run on, or -1
   int preferred_node = -1;
   unsigned weight = nice_0_weight;
@@ -760,7 +764,7 @@ class engine {
   // the runnext slot, and the fiber that held the slot goes to the back like
   // any other queued fiber.
   void add_runnable(int cpu, runqueue& q, sched_entity* se, enqueue_kind kind) noexcept {
-    se->cpu = cpu;
+    se->cpu.store(cpu, std::memory_order_relaxed);
     // Release: cpu before on_rq, for hand_off() under another lock (a
     // plain store on x86).
     se->on_rq.store(true, std::memory_order_release);

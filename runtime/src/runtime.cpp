@@ -355,7 +355,7 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
   f->pinned = opts.pin;
   f->preferred_node = opts.numa_node;
   f->weight = opts.weight;
-  f->cpu = -1;
+  f->cpu.store(-1, std::memory_order_relaxed);
   f->on_rq.store(false, std::memory_order_relaxed);
   f->wake_pending = false;
   // The time the fair discipline keeps; under FIFO and LIFO it is never
