@@ -53,9 +53,10 @@ TEST_CASE("micro_compare: defaults follow the host's CPUs", "[micro_compare]") {
   CHECK(mc::parse_options(words("--scaling"), 4096).workers == mc::max_workers);
 
   const mc::options o = mc::parse_options(
-      words("-r 5 -w=4 --policy steal-lifo --quick --scaling --markdown=m.md --micro /x/usched_micro"),
+      words("-r 5 -w=4 --policy steal-lifo --against cfs --quick --scaling --markdown=m.md --micro /x/usched_micro"),
       4);
   CHECK(o.rounds == 5);
+  CHECK(o.against == "cfs");
   CHECK(o.workers == 4);
   CHECK(o.policy == "steal-lifo");
   CHECK(o.quick);
@@ -67,8 +68,8 @@ TEST_CASE("micro_compare: defaults follow the host's CPUs", "[micro_compare]") {
 
 TEST_CASE("micro_compare: every bad input is one line naming the flag", "[micro_compare]") {
   const std::string flags =
-      "' is not a flag; expected -r N, -w N, --policy NAME, --quick, --scaling, --markdown FILE, "
-      "--micro PATH or -h";
+      "' is not a flag; expected -r N, -w N, --policy NAME, --against NAME, --quick, --scaling, "
+      "--markdown FILE, --micro PATH or -h";
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       // More workers than CPUs: rejected here, not after a run of failed rows.
       {{"-w", "3"}, "-w 3 is more workers than the 2 CPUs this process may run on; expected an integer 1..2"},
@@ -91,6 +92,8 @@ TEST_CASE("micro_compare: every bad input is one line naming the flag", "[micro_
        "--policy 'bogus' is not a registered policy; choose one of: " + policy_list()},
       {{"--policy="}, "--policy '' is not a registered policy; choose one of: " + policy_list()},
       {{"--policy"}, "--policy needs a value; expected a usched policy: one of " + policy_list()},
+      {{"--against", "bogus"},
+       "--against 'bogus' is not a registered policy; choose one of: " + policy_list()},
       {{"--markdown="}, "--markdown '' is not valid; expected a file name"},
       {{"--markdown"}, "--markdown needs a value; expected a file name"},
       {{"--micro="}, "--micro '' is not valid; expected the path of usched_micro"},

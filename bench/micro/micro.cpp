@@ -286,11 +286,13 @@ std::uint64_t us_skynet(std::uint64_t num, std::uint64_t size) {
 void us_skynet_bm(benchmark::State& state) {
   auto rt = make_runtime(cfg.workers);
   for (auto _ : state) {
+    reset_peak_rss();
     const std::int64_t t0 = now_ns();
     const std::uint64_t sum = rt->run([] { return us_skynet(0, static_cast<std::uint64_t>(cfg.fibers)); });
     const std::int64_t t1 = now_ns();
     if (sum != skynet_expected(cfg.fibers)) throw std::runtime_error("skynet: wrong sum");
     state.counters["ms"] = static_cast<double>(t1 - t0) / 1e6;
+    state.counters["peak_rss_mib"] = peak_rss_since_reset_mib();
   }
 }
 
@@ -621,11 +623,13 @@ void bf_skynet(std::uint64_t& out, std::uint64_t num, std::uint64_t size) {
 void bf_skynet_bm(benchmark::State& state) {
   for (auto _ : state) {
     std::uint64_t sum = 0;
+    reset_peak_rss();
     const std::int64_t t0 = now_ns();
     bf_skynet(sum, 0, static_cast<std::uint64_t>(cfg.fibers));
     const std::int64_t t1 = now_ns();
     if (sum != skynet_expected(cfg.fibers)) throw std::runtime_error("skynet: wrong sum");
     state.counters["ms"] = static_cast<double>(t1 - t0) / 1e6;
+    state.counters["peak_rss_mib"] = peak_rss_since_reset_mib();
   }
 }
 

@@ -154,6 +154,11 @@ std::vector<config> make_configs(const options& o) {
   for (const std::string& tp : timer_policies(o)) {
     c.push_back({"usT-" + tp, "usched " + tp + wl, {"--peer=usched", ww, "--policy=" + tp, filter(timer_only)}, 2});
   }
+  if (!o.against.empty()) {
+    const std::string ag = "--policy=" + o.against;
+    c.push_back({"vs1", "usched " + o.against + " w=1", {"--peer=usched", w1, ag, filter(same_worker)}});
+    c.push_back({"vsW", "usched " + o.against + wl, {"--peer=usched", ww, ag, filter(multi_worker)}});
+  }
   c.push_back({"usT-park", "usched " + o.policy + wl + " spin-us=0",
                {"--peer=usched", ww, pol, "--spin-us=0", filter(timer_only)}, 2});
   const std::vector<std::string> sizes = {"--samples=" + std::to_string(o.samples()),
@@ -433,14 +438,21 @@ std::vector<block> make_blocks(const options& o) {
   const auto plain = [](std::string label, std::string cfg, std::string bench) {
     return line{std::move(label), line_kind::plain, std::move(cfg), std::move(bench)};
   };
+  // The --against policy's line, right after the usched rows.
+  const auto with_against = [&](std::vector<line> lines, const char* cfg, const char* bench) {
+    if (!o.against.empty()) {
+      lines.insert(lines.begin() + 1, line{"usched " + o.against, line_kind::peer, cfg, bench});
+    }
+    return lines;
+  };
 
   std::vector<block> b;
   b.push_back({"yield: ns per switch, two fibers (threads: two threads on one CPU) yielding to each other, 1 worker",
                {{"ns/switch", "ns"}},
-               {base(p, "us1", "yield"),
+               with_against({base(p, "us1", "yield"),
                 line{"context (floor)", line_kind::floor, "context", "yield"},
                 peer("boost-ws", "bws1", "yield"), peer("boost-shared", "bsh1", "yield"),
-                peer("thread", "thread", "yield")}});
+                peer("thread", "thread", "yield")}, "vs1", "yield")});
   b.push_back({"yield_apart: ns per switch, the same with the two fibers yielding from different loops, 1 worker",
                {{"ns/switch", "ns"}},
                {base(p, "us1", "yield_apart"),
@@ -448,22 +460,22 @@ std::vector<block> make_blocks(const options& o) {
                 peer("boost-ws", "bws1", "yield_apart"), peer("boost-shared", "bsh1", "yield_apart")}});
   b.push_back({"chan_same: ns per one-way hand-off, unbuffered channel ping-pong, 1 worker",
                {{"ns/hand-off", "ns"}},
-               {base(p, "us1", "chan_same"), peer("boost-ws", "bws1", "chan_same"),
-                peer("boost-shared", "bsh1", "chan_same")}});
+               with_against({base(p, "us1", "chan_same"), peer("boost-ws", "bws1", "chan_same"),
+                peer("boost-shared", "bsh1", "chan_same")}, "vs1", "chan_same")});
   b.push_back({"spawn_join: ns per fiber, " + fibers + " spawned and joined in batches of 1,000 from a fiber, " +
                    ws + " (thread: 20,000 threads)",
                {{"warm ns/fiber", "ns"}, {"first-run ns/fiber", "ns_first"},
                 {"peak RSS MiB", "peak_rss_mib", false}},
-               {base(p, "usW", "spawn_join"), plain(p + ", from a thread", "usW", "spawn_join_thread"),
+               with_against({base(p, "usW", "spawn_join"), plain(p + ", from a thread", "usW", "spawn_join_thread"),
                 peer("boost-ws", "bwsW", "spawn_join"), peer("boost-shared", "bshW", "spawn_join"),
-                peer("thread", "thread", "spawn_join")}});
+                peer("thread", "thread", "spawn_join")}, "vsW", "spawn_join")});
   b.push_back({"live_rss: resident bytes per blocked fiber, 100,000 alive at once, " + ws,
                {{"bytes/fiber", "bytes_per_fiber"}, {"stack bytes", "stack_bytes", false}},
                {base(p, "usW", "live_rss"), peer("boost-ws", "bwsW", "live_rss")}});
   b.push_back({"skynet: ms for a 10-ary tree of fibers with " + fibers + " leaves, " + ws,
-               {{"ms", "ms"}},
-               {base(p, "usW", "skynet"), peer("boost-ws", "bwsW", "skynet"),
-                peer("boost-shared", "bshW", "skynet")}});
+               {{"ms", "ms"}, {"peak RSS MiB", "peak_rss_mib", false}},
+               with_against({base(p, "usW", "skynet"), peer("boost-ws", "bwsW", "skynet"),
+                peer("boost-shared", "bshW", "skynet")}, "vsW", "skynet")});
   if (o.workers >= 2) {
     b.push_back({"cacheline: ns one way for a cache line bounced between two CPUs (threads): the floor of "
                  "any cross-worker wake-up or hand-off",

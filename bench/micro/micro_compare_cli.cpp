@@ -86,6 +86,13 @@ options parse_options(std::span<const std::string> args, unsigned cpus) {
                           policy_list());
       }
       o.policy = *p;
+    } else if (auto v = value("--against", "a usched policy: one of " + policy_list())) {
+      const std::vector<std::string> names = usched::policy_names();
+      if (std::find(names.begin(), names.end(), *v) == names.end()) {
+        throw usage_error("--against '" + *v + "' is not a registered policy; choose one of: " +
+                          policy_list());
+      }
+      o.against = *v;
     } else if (auto m = value("--markdown", "a file name")) {
       if (m->empty()) throw usage_error("--markdown '' is not valid; expected a file name");
       o.markdown = *m;
@@ -94,8 +101,8 @@ options parse_options(std::span<const std::string> args, unsigned cpus) {
       o.micro = *x;
     } else {
       throw usage_error("'" + a +
-                        "' is not a flag; expected -r N, -w N, --policy NAME, --quick, --scaling, "
-                        "--markdown FILE, --micro PATH or -h");
+                        "' is not a flag; expected -r N, -w N, --policy NAME, --against NAME, --quick, "
+                        "--scaling, --markdown FILE, --micro PATH or -h");
     }
   }
   if (o.workers == 0) o.workers = o.scaling ? top : default_workers(cpus);
@@ -105,7 +112,8 @@ options parse_options(std::span<const std::string> args, unsigned cpus) {
 std::string usage_text(unsigned cpus) {
   const unsigned top = max_workers_for(cpus);
   return std::string("usage: usched_micro_compare") +
-         " [-r N] [-w N] [--policy NAME] [--quick] [--scaling] [--markdown FILE] [--micro PATH]\n"
+         " [-r N] [-w N] [--policy NAME] [--against NAME] [--quick] [--scaling] [--markdown FILE]\n"
+         "       [--micro PATH]\n"
          "Runs usched_micro once per peer configuration (usched, Boost.Fiber work_stealing\n"
          "and shared_work, std::thread, raw Boost.Context), N rounds interleaved, and prints\n"
          "each benchmark side by side: median [min..max] over rounds, and peer/usched\n"
@@ -116,6 +124,8 @@ std::string usage_text(unsigned cpus) {
          "                   this process may run on (default " + std::to_string(default_workers(cpus)) +
          " here)\n"
          "  --policy NAME    usched policy of the usched rows (default cfs): " + policy_list() + "\n"
+         "  --against NAME   another usched policy, run beside it as a peer of the usched\n"
+         "                   rows (yield, chan_same, spawn_join, skynet)\n"
          "  --quick          smaller workloads for smoke runs: --samples=" +
          std::to_string(quick_samples) + " --fibers=" + std::to_string(quick_fibers) +
          "\n"

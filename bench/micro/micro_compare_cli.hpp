@@ -26,6 +26,7 @@ struct options {
   unsigned rounds = 3;
   unsigned workers = 0;  // 0 until parsed: default_workers(), or every CPU with --scaling
   std::string policy = "cfs";
+  std::string against;  // a second usched policy as a peer of the usched rows; empty: none
   bool quick = false;
   bool scaling = false;
   std::string markdown;  // empty: no Markdown file

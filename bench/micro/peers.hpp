@@ -70,6 +70,26 @@ inline double peak_rss_mib() {
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
+// The peak of one benchmark in a process that ran others first: the kernel
+// resets the high-water mark to the current RSS (clear_refs 5, Linux 4.0),
+// and VmHWM reads it back.
+inline void reset_peak_rss() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+inline double peak_rss_since_reset_mib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib / 1024.0;
+}
 
 // Pin the calling OS thread to one CPU (modulo the CPUs it may use).
 inline void pin_this_thread(unsigned index) {

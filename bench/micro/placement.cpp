@@ -1,0 +1,84 @@
+// usched_placement: what placing one spawned fiber costs the engine as the
+// machine grows, with and without the fork balance (options::fork_balance),
+// on synthetic topologies of 2 to 256 workers. No threads: the engine alone,
+// the spawning worker's view, every other worker running a fiber with two
+// more queued, so that the fork balance walks every level and every group
+// (find_idlest_group, then find_idlest_group_cpu) as it would on a loaded
+// machine of that size. ns per placement.
+//
+//   usched_placement                       # every size, both settings
+//   usched_placement --benchmark_filter=cfs/256
+#include <benchmark/benchmark.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine.hpp"
+#include "topology.hpp"
+
+namespace {
+
+using usched::detail::engine;
+using usched::detail::engine_config;
+using usched::detail::enqueue_kind;
+using usched::detail::sched_entity;
+
+struct machine {
+  const char* topology;
+  unsigned workers;
+};
+
+// Packages of cores, one PU each, as the seeds' machines are laid out.
+constexpr machine machines[] = {
+    {"pack:1 core:2 pu:1", 2},
+    {"pack:2 core:8 pu:1", 16},
+    {"pack:4 core:16 pu:1", 64},
+    {"pack:8 core:32 pu:1", 256},
+};
+
+void place(benchmark::State& state, const char* policy, bool fork_balance) {
+  const machine& m = machines[static_cast<std::size_t>(state.range(0))];
+  engine_config cfg;
+  cfg.fork_balance = fork_balance;
+  const auto topo = usched::detail::topology::load(m.topology);
+  engine e(usched::build_domains(topo.place_workers(m.workers, usched::detail::worker_unit::pu)),
+           usched::make_policy(policy), cfg);
+  std::deque<sched_entity> load;
+  const std::int64_t now = 1'000'000'000;
+  for (unsigned c = 1; c < m.workers; ++c) {
+    for (int i = 0; i < 3; ++i) {
+      e.enqueue(static_cast<int>(c), &load.emplace_back(), enqueue_kind::spawn, now);
+    }
+    // The first of them runs.
+    e.pick_next(static_cast<int>(c), nullptr, usched::detail::prev_action::requeue, now);
+  }
+  sched_entity child;
+  std::vector<usched::cpu_snapshot> scratch;
+  std::uint64_t random = 1;
+  for (auto _ : state) {
+    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int cpu = e.select_cpu(usched::placement_kind::spawn, child, 0, random, scratch, now);
+    benchmark::DoNotOptimize(cpu);
+  }
+  state.counters["workers"] = m.workers;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (const char* policy : {"cfs", "steal"}) {
+    for (const bool fb : {true, false}) {
+      if (std::string(policy) == "steal" && !fb) continue;  // places locally either way
+      const std::string name = std::string(policy) + (std::string(policy) == "steal" ? "/policy" : fb ? "/fork_balance" : "/local");
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), [policy, fb](benchmark::State& s) { place(s, policy, fb); });
+      b->DenseRange(0, static_cast<int>(std::size(machines)) - 1)->Unit(benchmark::kNanosecond);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
