@@ -42,6 +42,21 @@ unsigned default_workers(unsigned cpus) noexcept { return cpus >= 2 ? 2 : 1; }
 
 unsigned max_workers_for(unsigned cpus) noexcept { return std::clamp(cpus, 1u, max_workers); }
 
+namespace {
+
+// A policy flag's value, which must be a registered policy. Checked here:
+// usched_micro would name USCHED_POLICY, which this user did not set, and
+// only after starting.
+const std::string& registered_policy(const std::string& flag, const std::string& name) {
+  const std::vector<std::string> names = usched::policy_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    throw usage_error(flag + " '" + name + "' is not a registered policy; choose one of: " + policy_list());
+  }
+  return name;
+}
+
+}  // namespace
+
 options parse_options(std::span<const std::string> args, unsigned cpus) {
   options o;
   const unsigned top = max_workers_for(cpus);
@@ -78,21 +93,9 @@ options parse_options(std::span<const std::string> args, unsigned cpus) {
                                        " this process may run on"
                                  : "more workers than usched_micro takes");
     } else if (auto p = value("--policy", "a usched policy: one of " + policy_list())) {
-      const std::vector<std::string> names = usched::policy_names();
-      if (std::find(names.begin(), names.end(), *p) == names.end()) {
-        // Checked here: usched_micro would name USCHED_POLICY, which this
-        // user did not set, and only after starting.
-        throw usage_error("--policy '" + *p + "' is not a registered policy; choose one of: " +
-                          policy_list());
-      }
-      o.policy = *p;
+      o.policy = registered_policy("--policy", *p);
     } else if (auto v = value("--against", "a usched policy: one of " + policy_list())) {
-      const std::vector<std::string> names = usched::policy_names();
-      if (std::find(names.begin(), names.end(), *v) == names.end()) {
-        throw usage_error("--against '" + *v + "' is not a registered policy; choose one of: " +
-                          policy_list());
-      }
-      o.against = *v;
+      o.against = registered_policy("--against", *v);
     } else if (auto m = value("--markdown", "a file name")) {
       if (m->empty()) throw usage_error("--markdown '' is not valid; expected a file name");
       o.markdown = *m;
