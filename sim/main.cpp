@@ -85,7 +85,7 @@ struct command {
 
 command parse(int argc, char** argv) {
   command c;
-  c.cfg.options = usched::options::from_env();
+  c.cfg.options = usched::sim::options_from_env();
   c.cfg.policy = c.cfg.options.policy;
   c.cfg.topology = c.cfg.options.topology;
   int i = 1;

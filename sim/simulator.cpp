@@ -1,6 +1,7 @@
 // simulator.cpp: the simulated backend's event loop (see simulator.hpp).
 #include "simulator.hpp"
 
+#include <cstdlib>
 #include <algorithm>
 #include <limits>
 #include <ostream>
@@ -12,6 +13,18 @@
 #include "topology.hpp"
 
 namespace usched::sim {
+
+usched::options options_from_env() {
+  usched::options o = usched::options::from_env();
+  // Set and not empty (an empty variable counts as unset).
+  const auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0';
+  };
+  if (!set("USCHED_FORK_BALANCE")) o.fork_balance = true;
+  if (!set("USCHED_JOIN_HANDOFF")) o.join_handoff = false;
+  return o;
+}
 
 using detail::pick_result;
 using usched::placement_kind;

@@ -125,6 +125,14 @@ struct sim_fiber : detail::sched_entity {
   step after;
 };
 
+// options_from_env() is what a simulation runs with: the runtime's options
+// from the USCHED_* variables (usched::options::from_env), except that,
+// unless USCHED_FORK_BALANCE or USCHED_JOIN_HANDOFF is set, a spawn is
+// placed by the fork balance and a join hands nothing off, as in the
+// kernels whose experiments the simulator runs (the runtime's defaults are
+// an embedder's). Throws usched::config_error as from_env() does.
+usched::options options_from_env();
+
 struct sim_config {
   std::string topology;      // what USCHED_TOPOLOGY takes
   std::string policy = "cfs";
