@@ -120,7 +120,9 @@ void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept {
 }
 
 void engine::timeline_erase(runqueue& q, sched_entity* se) noexcept {
+  // The fiber leaves the tree: neither guess nor hand-off may name it.
   if (se == q.last_inserted) q.last_inserted = nullptr;
+  if (se == q.handoff) q.handoff = nullptr;
   q.timeline.erase(q.timeline.iterator_to(*se));
 }
 
@@ -1101,6 +1103,8 @@ wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t ran
   r.cpu = cpu;
   const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true);
   r.notify = false;
+  // The joiner runs next, in the exiting fiber's place: only others queued
+  // behind it are work for an idle worker.
   r.kick = queued > 1 && pulls_when_idle_ && !rq(cpu).idle.load(std::memory_order_relaxed);
   return r;
 }

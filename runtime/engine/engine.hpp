@@ -207,7 +207,7 @@ struct alignas(64) runqueue {
   // The fair discipline's join hand-off (engine_config::join_handoff): the
   // queued fiber the running one hands this worker to as it blocks on it
   // or exits to it, picked before the leftmost. Consumed by the next pick,
-  // cleared if the fiber leaves the queue first (a balancer took it). FIFO
+  // cleared (timeline_erase) if the fiber leaves the queue first (a balancer took it). FIFO
   // and LIFO need no slot: the fiber moves to the head, which they pick.
   sched_entity* handoff = nullptr;
   sched_entity* last_inserted = nullptr;  // the timeline's newest fiber, the next insert's first guess
@@ -746,10 +746,7 @@ class engine {
   void queue_remove(runqueue& q, sched_entity* se) noexcept {
     list_unlink(q, se);
     if (se == q.runnext) q.runnext = nullptr;
-    if (fair_) {
-      timeline_erase(q, se);
-      if (se == q.handoff) q.handoff = nullptr;
-    }
+    if (fair_) timeline_erase(q, se);
     if (se->pinned >= 0) {
       q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     }

@@ -399,6 +399,10 @@ void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w, int waker)
     thread_local std::vector<cpu_snapshot> scratch;
     r = engine_.wake_up(f, kind, -1, external_random(), scratch, engine_clock());
   }
+  carry_out(r, w);
+}
+
+void runtime_impl::carry_out(const wake_result& r, worker* w) noexcept {
   if (r.cpu < 0) return;
   // Publish (the enqueue's seq_cst store of the queue count), then check the
   // park word: paired with the parker's announce-then-check in
@@ -431,12 +435,9 @@ void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
     if (joiner->is_fiber) {
       // The join hand-off's second half: a joiner that last ran here runs
       // next, where its children's data is.
-      const wake_result r = engine_.wake_joiner(static_cast<fiber*>(joiner), w->index(), w->next_random(),
-                                                w->scratch(), engine_clock());
-      if (r.cpu >= 0) {
-        if (r.notify) worker_at(r.cpu).notify();
-        if (r.kick) kick_idle(r.cpu, w);
-      }
+      carry_out(engine_.wake_joiner(static_cast<fiber*>(joiner), w->index(), w->next_random(), w->scratch(),
+                                    engine_clock()),
+                w);
     } else {
       resume(*joiner);
     }

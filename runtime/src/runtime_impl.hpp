@@ -274,6 +274,9 @@ class runtime_impl {
   // hrtimer interrupt runs on the CPU that armed it), so wake_affine() pulls
   // nothing towards a spinning worker that only happened to look first.
   void schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
+  // carry_out() wakes whom a wake-up's result names (the worker it queued
+  // on, a parked worker to balance); `w` is the calling worker, or null.
+  void carry_out(const wake_result& r, worker* w) noexcept;
   // fiber_done() publishes completion, wakes the joiner; runs on the fiber,
   // on worker `w`.
   void fiber_done(fiber* f, worker* w) noexcept;

@@ -178,8 +178,7 @@ bool stack_pool::guard_block(char* block) {
   {
     std::lock_guard<spinlock> g(lock_);
     if (protected_ >= guard_budget_) {
-      int guarding = 0;
-      notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+      note_unguarded();
       return false;
     }
     ++protected_;
@@ -191,8 +190,7 @@ bool stack_pool::guard_block(char* block) {
   --protected_;
   --guarded_;
   guard_budget_ = protected_;
-  int guarding = 0;
-  notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+  note_unguarded();
   return false;
 }
 

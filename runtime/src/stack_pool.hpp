@@ -120,6 +120,11 @@ class stack_pool {
 
   void map_slab(std::vector<fiber*>& out);
   bool guard_block(char* block);
+  // The first stack without a guard page: the notice is due (once).
+  void note_unguarded() noexcept {
+    int guarding = 0;
+    notice_.compare_exchange_strong(guarding, 1, std::memory_order_relaxed);
+  }
   fiber* place_fiber(char* block, bool guarded);
 
   std::size_t stack_size_;
