@@ -949,6 +949,119 @@ TEST_CASE("engine: under CFS a yield steps aside unless the next fiber is a gran
   CHECK(c == &b);
 }
 
+// The fair yield's short path (yield_fair, taken by schedule()) against
+// pick_next(yield), the path it shortens: two engines given the same
+// events, one yielding through each, must agree on every pick, on the
+// tree's and the list's order, and on every number the decisions read
+// (vruntimes, min_vruntime, the slice, the counts, the PELT sums), through
+// spawns, blocks, wake-ups, exits and fibers of three weights, one pinned.
+TEST_CASE("engine: the fair yield's short path decides as pick_next does", "[engine][cfs]") {
+  for (const char* policy : {"cfs", "cfs-v5.9", "cfs-blocked-load"}) {
+    CAPTURE(policy);
+    constexpr int n = 12;
+    engine fast = make_engine("pack:1 core:1 pu:1", 1, policy);
+    engine full = make_engine("pack:1 core:1 pu:1", 1, policy);
+    std::deque<sched_entity> fa(n), fb(n);
+    const unsigned weights[] = {1024, 335, 3121};
+    for (int i = 0; i < n; ++i) {
+      fa[static_cast<std::size_t>(i)].weight = fb[static_cast<std::size_t>(i)].weight = weights[i % 3];
+    }
+    fa[5].pinned = fb[5].pinned = 0;
+    std::vector<int> blocked;
+    std::int64_t now = 0;
+    int spawned = 0;
+    auto index_of = [](const std::deque<sched_entity>& all, const sched_entity* se) {
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        if (&all[i] == se) return static_cast<int>(i);
+      }
+      return -1;
+    };
+    auto tree_of = [&](engine& e, const std::deque<sched_entity>& all) {
+      std::vector<int> out;
+      for (const sched_entity& se : e.rq(0).timeline) out.push_back(index_of(all, &se));
+      return out;
+    };
+    auto same = [&] {
+      const auto& qa = fast.rq(0);
+      const auto& qb = full.rq(0);
+      REQUIRE(index_of(fa, qa.curr) == index_of(fb, qb.curr));
+      REQUIRE(tree_of(fast, fa) == tree_of(full, fb));
+      REQUIRE(queue_of(fast, 0, fa) == queue_of(full, 0, fb));
+      REQUIRE(qa.min_vruntime == qb.min_vruntime);
+      REQUIRE(qa.min_vruntime_pub.load() == qb.min_vruntime_pub.load());
+      REQUIRE(qa.slice_ns == qb.slice_ns);
+      REQUIRE(qa.nr_queued.load() == qb.nr_queued.load());
+      REQUIRE(qa.nr_pinned.load() == qb.nr_pinned.load());
+      REQUIRE(qa.pelt.all.load_sum == qb.pelt.all.load_sum);
+      REQUIRE(qa.pelt.all.util_sum == qb.pelt.all.util_sum);
+      REQUIRE(qa.load_avg_pub.load() == qb.load_avg_pub.load());
+      for (std::size_t i = 0; i < fa.size(); ++i) {
+        REQUIRE(fa[i].vruntime == fb[i].vruntime);
+        REQUIRE(fa[i].sum_exec == fb[i].sum_exec);
+        REQUIRE(fa[i].prev_sum_exec == fb[i].prev_sum_exec);
+        REQUIRE(fa[i].avg.util_sum == fb[i].avg.util_sum);
+        REQUIRE(fa[i].avg.runnable_sum == fb[i].avg.runnable_sum);
+      }
+    };
+    auto spawn = [&] {
+      fast.enqueue(0, &fa[static_cast<std::size_t>(spawned)], enqueue_kind::spawn, now);
+      full.enqueue(0, &fb[static_cast<std::size_t>(spawned)], enqueue_kind::spawn, now);
+      ++spawned;
+    };
+    for (int i = 0; i < 4; ++i) spawn();
+    sched_entity* ca = fast.pick_next(0, nullptr, prev_action::requeue, now);
+    sched_entity* cb = full.pick_next(0, nullptr, prev_action::requeue, now);
+    same();
+    std::uint64_t rng = 12345;
+    auto rand = [&rng](std::uint64_t m) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      return (rng >> 33) % m;
+    };
+    int yields_swapped = 0, yields_kept = 0;
+    for (int step = 0; step < 20000; ++step) {
+      // Runs of 0 to 4 ms, most of them short.
+      now += static_cast<std::int64_t>(rand(8) == 0 ? rand(4'000'000) : rand(20'000));
+      const std::uint64_t what = rand(20);
+      if (ca == nullptr) {
+        // Idle: a blocked fiber wakes, or a new one arrives.
+        if (!blocked.empty()) {
+          const int w = blocked.back();
+          blocked.pop_back();
+          fast.enqueue(0, &fa[static_cast<std::size_t>(w)], enqueue_kind::wakeup, now);
+          full.enqueue(0, &fb[static_cast<std::size_t>(w)], enqueue_kind::wakeup, now);
+        } else if (spawned < n) {
+          spawn();
+        } else {
+          break;
+        }
+        ca = fast.pick_next(0, nullptr, prev_action::requeue, now);
+        cb = full.pick_next(0, nullptr, prev_action::requeue, now);
+      } else if (what < 14) {
+        sched_entity* before = ca;
+        ca = fast.schedule(0, ca, prev_action::yield, now).next;
+        cb = full.pick_next(0, cb, prev_action::yield, now);
+        (ca == before ? yields_kept : yields_swapped) += 1;
+      } else if (what < 17) {
+        blocked.push_back(index_of(fa, ca));
+        ca = fast.pick_next(0, ca, prev_action::block, now);
+        cb = full.pick_next(0, cb, prev_action::block, now);
+      } else if (what < 19 && !blocked.empty()) {
+        const std::size_t k = rand(blocked.size());
+        const int w = blocked[k];
+        blocked.erase(blocked.begin() + static_cast<std::ptrdiff_t>(k));
+        fast.enqueue(0, &fa[static_cast<std::size_t>(w)], enqueue_kind::wakeup, now);
+        full.enqueue(0, &fb[static_cast<std::size_t>(w)], enqueue_kind::wakeup, now);
+      } else if (spawned < n) {
+        spawn();
+      }
+      same();
+    }
+    // Both of the short path's outcomes were taken, many times.
+    CHECK(yields_swapped > 1000);
+    CHECK(yields_kept > 100);
+  }
+}
+
 TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from the oldest",
           "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal-lifo");

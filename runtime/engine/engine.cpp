@@ -24,12 +24,6 @@ unsigned cache_nice_tries(const sched_domain& sd) noexcept {
   return 1;
 }
 
-// calc_delta_fair(): runtime scaled to vruntime by the fiber's weight.
-std::uint64_t calc_delta_fair(std::int64_t delta, unsigned weight) noexcept {
-  if (weight == nice_0_weight) return static_cast<std::uint64_t>(delta);
-  return static_cast<std::uint64_t>(delta) * nice_0_weight / weight;
-}
-
 }  // namespace
 
 engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg)
@@ -148,53 +142,6 @@ void engine::update_curr(runqueue& q, const now_source& now) noexcept {
     c->vruntime += calc_delta_fair(delta, c->weight);
     update_min_vruntime(q);
   }
-}
-
-void engine::update_min_vruntime(runqueue& q) noexcept {
-  std::uint64_t v = q.min_vruntime;
-  bool have = false;
-  if (q.curr) {
-    v = q.curr->vruntime;
-    have = true;
-  }
-  if (!q.timeline.empty()) {
-    const std::uint64_t left = q.timeline.begin()->vruntime;
-    v = have && static_cast<std::int64_t>(v - left) < 0 ? v : left;
-    have = true;
-  }
-  // Monotonic: min_vruntime only moves forward.
-  if (have && static_cast<std::int64_t>(v - q.min_vruntime) > 0) q.min_vruntime = v;
-}
-
-// update_load(): PELT of the running fiber and of the runqueue, to `now`.
-// Returns true when the runqueue's averages (or its removed contributions)
-// changed, so that they need publishing. `rq_inputs_change` is false when the
-// caller is about to swap the running fiber for a queued one: the
-// runqueue's weight, count and running state stay the same, so its own
-// accrual can wait for the end of the period (pelt_period_due); the kernel
-// accrues it on every switch, which costs this path a second update per
-// PELT unit for nothing.
-[[gnu::always_inline]] inline bool engine::update_load(runqueue& q, std::int64_t now, bool rq_inputs_change) noexcept {
-  bool changed = false;
-  // Plain loads first: removals are rare, and three locked exchanges on
-  // every switch would cost more than the rest of load tracking.
-  if (q.removed_load.load(std::memory_order_relaxed) | q.removed_util.load(std::memory_order_relaxed) |
-      q.removed_runnable.load(std::memory_order_relaxed)) {
-    const unsigned long rl = q.removed_load.exchange(0, std::memory_order_relaxed);
-    const unsigned long ru = q.removed_util.exchange(0, std::memory_order_relaxed);
-    const unsigned long rr = q.removed_runnable.exchange(0, std::memory_order_relaxed);
-    q.pelt.remove(rl, ru, rr);
-    changed = true;
-  }
-  if (sched_entity* c = q.curr) {
-    // update_curr() has run: sum_exec - prev_sum_exec is the time since the
-    // pick.
-    pelt_update_running(c->avg, now, now - (c->sum_exec - c->prev_sum_exec), c->weight);
-  }
-  if (!rq_inputs_change && !changed) {
-    return q.pelt.update_unchanged(now, q.load_weight, q.nr_running, q.curr != nullptr);
-  }
-  return q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr) || changed;
 }
 
 // sched_slice(): the wall-clock share of the period a fiber may run before
@@ -316,8 +263,8 @@ std::int64_t engine::balance_interval(const sd_balance_state& st, bool busy) con
 // accounted and another fiber runnable.
 void engine::check_preempt_tick(int cpu, runqueue& q) noexcept {
   sched_entity* curr = q.curr;
-  const std::int64_t ideal = sched_slice(q, *curr);
-  q.slice_ns = ideal;
+  set_slice(q, *curr);
+  const std::int64_t ideal = q.slice_ns;
   const std::int64_t ran = curr->sum_exec - curr->prev_sum_exec;
   bool resched = ran > ideal;
   if (!resched && ran >= cfg_.min_granularity_ns) {
@@ -679,9 +626,11 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     if (fair_) {
       next->exec_start = now();
       next->prev_sum_exec = next->sum_exec;
+      set_slice(q, *next);
+      update_min_vruntime(q);
+    } else {
+      q.slice_ns = cfg_.fifo_slice_ns;
     }
-    q.slice_ns = sched_slice(q, *next);
-    if (fair_) update_min_vruntime(q);
   }
   q.need_resched.store(false, std::memory_order_relaxed);
   q.idle.store(next == nullptr, std::memory_order_relaxed);

@@ -213,6 +213,11 @@ struct alignas(64) runqueue {
   sched_entity* last_inserted = nullptr;  // the timeline's newest fiber, the next insert's first guess
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
+  // What slice_ns was computed from (engine::set_slice): the count and
+  // weight of the runqueue and the weight of the fiber.
+  unsigned slice_nr = 0;
+  unsigned slice_weight = 0;
+  unsigned long slice_total = 0;
   rq_pelt pelt;
   // The summed estimates of the fibers queued or running here
   // (cfs_rq->avg.util_est.enqueued); a worker's util is the larger of this
@@ -441,6 +446,13 @@ enum class prev_action : std::uint8_t {
   exit,     // it has finished
 };
 
+
+// calc_delta_fair(): runtime scaled to vruntime by the fiber's weight.
+inline std::uint64_t calc_delta_fair(std::int64_t delta, unsigned weight) noexcept {
+  if (weight == nice_0_weight) return static_cast<std::uint64_t>(delta);
+  return static_cast<std::uint64_t>(delta) * nice_0_weight / weight;
+}
+
 class engine {
  public:
   // Upper bound on fibers moved by one balance pass (the kernel's
@@ -462,6 +474,10 @@ class engine {
   bool fair() const noexcept { return fair_; }
   bool lifo() const noexcept { return lifo_; }
   bool tracks_load() const noexcept { return tracks_load_; }
+  // keeps_time(): whether a switch away from a running fiber reads the
+  // clock (vruntime or load accounting); FIFO and LIFO without load
+  // tracking never do.
+  bool keeps_time() const noexcept { return fair_ || tracks_load_; }
   runqueue& rq(int cpu) noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
   const runqueue& rq(int cpu) const noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
 
@@ -520,6 +536,10 @@ class engine {
         r.next = leave_fifo(cpu, prev, action, now);
         return r;
       }
+    }
+    if (fair_ && action == prev_action::yield) {
+      r.next = yield_fair(cpu, prev, now, &r.pushed_to);
+      return r;
     }
     r.next = pick_next(cpu, prev, action, now, &r.pushed_to);
     return r;
@@ -643,6 +663,83 @@ class engine {
     }
     q.curr = next;
     if (q.need_resched.load(std::memory_order_relaxed)) q.need_resched.store(false, std::memory_order_relaxed);
+    q.lock.unlock();
+    return next;
+  }
+
+  // yield_fair() is pick_next(cpu, prev, yield) for the fair discipline,
+  // cut to what a yield between queued fibers needs. It makes the same decision
+  // as the full path (the same accounting, the same next fiber, the same
+  // tree afterwards) with less work:
+  // - one min_vruntime update after the swap instead of one before and one
+  //   after: the leftmost before the swap is the fiber that runs after it,
+  //   so both give the same value;
+  // - no insert of prev and erase of next when prev can take next's node:
+  //   next is the leftmost, so prev fits there whenever it sorts before
+  //   next's successor (two fibers yielding to each other always do), and
+  //   the tree is rewired in place (no rebalancing, no walk);
+  // - nothing at all changes in the tree when prev keeps the CPU (it leads
+  //   the leftmost by more than the wake-up granularity).
+  // An active balance waiting for this worker and a join's hand-off take
+  // pick_next(). Inline, as yield_fifo(): it is most of a yield. Requires
+  // fair().
+  [[gnu::always_inline]] sched_entity* yield_fair(int cpu, sched_entity* prev, const now_source& now, int* pushed_to) {
+    runqueue& q = rq(cpu);
+    q.lock.lock();
+    if (q.handoff || q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
+      q.lock.unlock();
+      return pick_next(cpu, prev, prev_action::yield, now, pushed_to);
+    }
+    assert(q.curr == prev);
+    prev->wake_pending = false;
+    // update_curr(), less its min_vruntime update (done once, below).
+    const std::int64_t t = now();
+    if (const std::int64_t delta = t - prev->exec_start; delta > 0) {
+      prev->exec_start = t;
+      prev->sum_exec += delta;
+      prev->vruntime += calc_delta_fair(delta, prev->weight);
+    }
+    const bool load_changed = tracks_load() && update_load(q, t, false);
+    const runqueue::by_vruntime before;
+    const auto left_it = q.timeline.begin();
+    // Alone on the worker, prev runs on (its slice starts again, as after
+    // pick_next()'s requeue and pick of it).
+    sched_entity* next = left_it == q.timeline.end() ? prev : &*left_it;
+    // Where prev would sort after its requeue: ahead of the leftmost only when
+    // strictly before it (equal keys queue behind). Ahead, it would be picked
+    // itself, and the yield then steps aside for the leftmost unless that one
+    // is more than the granularity behind (yield_task_fair's skip buddy).
+    if (next != prev && before(*prev, *next)) {
+      const auto gran = static_cast<std::int64_t>(calc_delta_fair(cfg_.wakeup_granularity_ns, prev->weight));
+      if (static_cast<std::int64_t>(next->vruntime - prev->vruntime) > gran) next = prev;
+    }
+    if (next != prev) {
+      // The list: prev to the tail, next out (pick_next's insert, then remove).
+      list_unlink(q, next);
+      list_link(q, prev, false);
+      const auto succ = std::next(left_it);
+      if (succ == q.timeline.end() || before(*prev, *succ)) {
+        q.timeline.replace_node(left_it, *prev);
+      } else {
+        timeline_erase(q, next);
+        timeline_insert(q, prev);
+      }
+      q.last_inserted = prev;
+      if ((prev->pinned >= 0) != (next->pinned >= 0)) [[unlikely]] {
+        const unsigned pinned = q.nr_pinned.load(std::memory_order_relaxed);
+        q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);
+      }
+      q.curr = next;
+      next->exec_start = t;
+    }
+    // Picked (again): its slice starts now.
+    next->prev_sum_exec = next->sum_exec;
+    set_slice(q, *next);
+    update_min_vruntime(q);
+    if (q.need_resched.load(std::memory_order_relaxed)) q.need_resched.store(false, std::memory_order_relaxed);
+    if (q.idle.load(std::memory_order_relaxed)) [[unlikely]] q.idle.store(false, std::memory_order_relaxed);
+    q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+    if (load_changed) publish_load(q);
     q.lock.unlock();
     return next;
   }
@@ -817,9 +914,65 @@ class engine {
     se->rq_next = se->rq_prev = nullptr;
   }
   void update_curr(runqueue& q, const now_source& now) noexcept;
-  bool update_load(runqueue& q, std::int64_t now, bool rq_inputs_change = true) noexcept;
-  void update_min_vruntime(runqueue& q) noexcept;
+  // update_load(): PELT of the running fiber and of the runqueue, to `now`.
+  // Returns true when the runqueue's averages (or its removed contributions)
+  // changed, so that they need publishing. `rq_inputs_change` is false when the
+  // caller is about to swap the running fiber for a queued one: the
+  // runqueue's weight, count and running state stay the same, so its own
+  // accrual can wait for the end of the period (pelt_period_due); the kernel
+  // accrues it on every switch, which costs this path a second update per
+  // PELT unit for nothing.
+  [[gnu::always_inline]] bool update_load(runqueue& q, std::int64_t now, bool rq_inputs_change = true) noexcept {
+    bool changed = false;
+    // Plain loads first: removals are rare, and three locked exchanges on
+    // every switch would cost more than the rest of load tracking.
+    if (q.removed_load.load(std::memory_order_relaxed) | q.removed_util.load(std::memory_order_relaxed) |
+        q.removed_runnable.load(std::memory_order_relaxed)) {
+      const unsigned long rl = q.removed_load.exchange(0, std::memory_order_relaxed);
+      const unsigned long ru = q.removed_util.exchange(0, std::memory_order_relaxed);
+      const unsigned long rr = q.removed_runnable.exchange(0, std::memory_order_relaxed);
+      q.pelt.remove(rl, ru, rr);
+      changed = true;
+    }
+    if (sched_entity* c = q.curr) {
+      // update_curr() has run: sum_exec - prev_sum_exec is the time since the
+      // pick.
+      pelt_update_running(c->avg, now, now - (c->sum_exec - c->prev_sum_exec), c->weight);
+    }
+    if (!rq_inputs_change && !changed) {
+      return q.pelt.update_unchanged(now, q.load_weight, q.nr_running, q.curr != nullptr);
+    }
+    return q.pelt.update(now, q.load_weight, q.nr_running, q.curr != nullptr) || changed;
+  }
+  // update_min_vruntime(): min_vruntime follows the smaller of the running
+  // fiber's and the leftmost queued fiber's vruntime, forward only.
+  void update_min_vruntime(runqueue& q) noexcept {
+    std::uint64_t v = q.min_vruntime;
+    bool have = false;
+    if (q.curr) {
+      v = q.curr->vruntime;
+      have = true;
+    }
+    if (!q.timeline.empty()) {
+      const std::uint64_t left = q.timeline.begin()->vruntime;
+      v = have && static_cast<std::int64_t>(v - left) < 0 ? v : left;
+      have = true;
+    }
+    // Monotonic: min_vruntime only moves forward.
+    if (have && static_cast<std::int64_t>(v - q.min_vruntime) > 0) q.min_vruntime = v;
+  }
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
+  // set_slice(): q.slice_ns = sched_slice(q, se), where se counts on q (the
+  // running fiber). The slice changes only with the runqueue's count and
+  // weight and the fiber's weight, which a switch between two fibers of
+  // the same weight leaves as they were: then the division is skipped.
+  void set_slice(runqueue& q, const sched_entity& se) noexcept {
+    if (q.slice_nr == q.nr_running && q.slice_total == q.load_weight && q.slice_weight == se.weight) return;
+    q.slice_ns = sched_slice(q, se);
+    q.slice_nr = q.nr_running;
+    q.slice_total = q.load_weight;
+    q.slice_weight = se.weight;
+  }
   void publish(runqueue& q) noexcept;
   // util_est_enqueue() / util_est_dequeue(): se joins or leaves q's sum;
   // a dequeue because it goes to sleep also updates its estimate from

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <ostream>
 #include <system_error>
@@ -113,7 +114,7 @@ runtime_impl::runtime_impl(options opts)
   oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
   cycles_per_ns_ = tsc_per_us() / 1000.0;
   ns_per_cycle_ = 1.0 / cycles_per_ns_;
-  (void)tsc();  // calibrate before any worker reads the engine clock
+  calibrate_tsc();  // before any worker reads the engine clock
   tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(engine_.config().tick_ns) * cycles_per_ns_);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
   install_overflow_handler();
@@ -639,12 +640,12 @@ void detach_fiber(fiber* f) noexcept {
 
 std::uint64_t fiber_id_of(const fiber* f) noexcept { return f->id.load(std::memory_order_relaxed); }
 
-const tsc_calibration& tsc() noexcept {
-  static const tsc_calibration k = [] {
+void calibrate_tsc() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] {
     const double per_us = tsc_per_us();
-    return tsc_calibration{cycles(), now_ns(), 1000.0 / per_us};
-  }();
-  return k;
+    tsc_calibration_value = tsc_calibration{cycles(), now_ns(), 1000.0 / per_us};
+  });
 }
 
 double tsc_per_us() noexcept {

@@ -43,6 +43,13 @@ class worker;
 // now_source: read when the engine first needs it, at most once.
 inline std::int64_t read_engine_clock() noexcept { return engine_now_ns(); }
 inline now_source engine_clock() noexcept { return now_source(&read_engine_clock); }
+// switch_clock() is the clock of a running fiber's switch: an engine that
+// keeps time (the fair discipline, load tracking) reads it on every switch
+// away from a fiber, so it is read here, inline, instead of through the
+// now_source's call; the others never read it.
+inline now_source switch_clock(const engine& e) noexcept {
+  return e.keeps_time() ? now_source(engine_now_ns()) : engine_clock();
+}
 
 // The worker the calling OS thread is (of any runtime), or null.
 worker* worker_of_this_thread() noexcept;

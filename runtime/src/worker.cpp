@@ -206,7 +206,7 @@ void worker::yield_current(prev_action action) {
   fiber* self = current_;
   engine& e = rt_.eng();
   if (has_timers_) [[unlikely]] run_timers(now_ns());
-  const pick_result r = e.schedule(index_, self, action, engine_clock());
+  const pick_result r = e.schedule(index_, self, action, switch_clock(e));
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   if (next == self) {
@@ -223,7 +223,7 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
   if (has_timers_) run_timers(now_ns());
   // An active balance asked of this worker is served at this switch too:
   // the worker it handed a fiber to must be woken.
-  const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, engine_clock());
+  const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, switch_clock(rt_.eng()));
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   // A wake-up that arrived before we got here turned the block into a
@@ -236,7 +236,7 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
 }
 
 void worker::exit_current() {
-  const pick_result r = rt_.eng().schedule(index_, current_, prev_action::exit, engine_clock());
+  const pick_result r = rt_.eng().schedule(index_, current_, prev_action::exit, switch_clock(rt_.eng()));
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   switch_to(next ? next : &idle_, true);
