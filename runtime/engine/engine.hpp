@@ -934,7 +934,10 @@ class engine {
       q.pelt.remove(rl, ru, rr);
       changed = true;
     }
-    if (sched_entity* c = q.curr) {
+    // The running fiber accrues whole PELT units (1024 ns): under one since
+    // its last update, pelt_update_running() would add nothing (a switch
+    // between fibers that run for tens of ns, a yield loop, skips it).
+    if (sched_entity* c = q.curr; c && static_cast<std::uint64_t>(now - c->avg.last_update) >> pelt_time_shift) {
       // update_curr() has run: sum_exec - prev_sum_exec is the time since the
       // pick.
       pelt_update_running(c->avg, now, now - (c->sum_exec - c->prev_sum_exec), c->weight);
