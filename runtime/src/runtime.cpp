@@ -211,6 +211,14 @@ const char* to_string(wait_kind k) noexcept {
     case wait_kind::wait_group: return "wait_group::wait";
     case wait_kind::join: return "join_handle::join";
     case wait_kind::sleep: return "this_fiber::sleep";
+    case wait_kind::future: return "future::wait";
+    case wait_kind::latch: return "latch::wait";
+    case wait_kind::barrier: return "barrier::wait";
+    case wait_kind::semaphore: return "counting_semaphore::acquire";
+    case wait_kind::shared_mutex: return "shared_mutex::lock";
+    case wait_kind::condition_variable_any: return "condition_variable_any::wait";
+    case wait_kind::select: return "select";
+    case wait_kind::blocking: return "blocking";
   }
   return "an unknown wait";
 }
@@ -522,6 +530,9 @@ bool wake(waitable& w, std::uint64_t token) noexcept {
   resume(w);
   return true;
 }
+
+bool claim_wait(waitable& w, std::uint64_t token) noexcept { return claim(w, token); }
+void resume_wait(waitable& w) noexcept { resume(w); }
 
 void resume(waitable& w) noexcept {
   if (w.is_fiber) {

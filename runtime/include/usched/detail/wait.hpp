@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stop_token>
 
 #include <usched/detail/deadline.hpp>
 
@@ -30,6 +31,14 @@ enum class wait_kind : std::uint8_t {
   wait_group,
   join,   // the object is the fiber joined
   sleep,  // no object
+  future,             // future / shared_future wait, get
+  latch,              // latch::wait
+  barrier,            // barrier::arrive_and_wait, wait
+  semaphore,          // counting_semaphore::acquire
+  shared_mutex,       // shared_mutex::lock, lock_shared
+  condition_variable_any,
+  select,             // usched::select over channel operations
+  blocking,           // usched::blocking: a call running on the blocking pool
 };
 
 // The caller's waitable: its fiber, or its thread's parker.
@@ -50,6 +59,26 @@ constexpr bool has_timer(std::int64_t deadline_ns) noexcept {
 }
 // Claim `token` and make `w` runnable; false if already claimed.
 bool wake(waitable& w, std::uint64_t token) noexcept;
+// The two halves of wake(), for a waker that must know it won the wait
+// before it hands anything over (a wait a timer or a stop request may end):
+// claim_wait() wins the right to resume it (false: someone else did),
+// resume_wait() then makes it runnable. Between them the waiter stays
+// blocked, so what the waker writes for it is seen when it resumes.
+bool claim_wait(waitable& w, std::uint64_t token) noexcept;
+void resume_wait(waitable& w) noexcept;
+
+// block() that also ends when `stop` is requested: a stop callback claims
+// the wait as a waker would (wake()). A stop requested already ends it at
+// once. The callback's destructor waits for a callback running on another
+// thread, so nothing touches the waiter after this returns.
+inline void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns, const std::stop_token& stop) {
+  if (!stop.stop_possible()) {
+    block(me, token, deadline_ns);
+    return;
+  }
+  std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token); });
+  block(me, token, deadline_ns);
+}
 
 // One blocked caller, linked in a wait_list while it waits. It lives on the
 // caller's stack, which stays valid until the caller is resumed.
@@ -64,6 +93,27 @@ struct waiter {
   void* item = nullptr;
   bool ok = false;
 };
+
+// notify() ends `w`'s wait as a waker (the owner's lock held, w already
+// unlinked): if the wait is still the waker's to end, `w.ok` is set and the
+// waiter resumed; false when a timer or a stop request ended it first (the
+// waiter is then on its way back, and will find itself unlinked and not
+// ok). `deliver` runs between the claim and the resume: the hand-over a
+// waiter may see only if it won (an item, a lock, a permit).
+template <class Deliver>
+bool notify(waiter& w, Deliver&& deliver) noexcept {
+  waitable& who = *w.who;
+  if (!claim_wait(who, w.token)) return false;
+  deliver();
+  w.ok = true;
+  // Last: once resumed the waiter may return and its node (on its stack)
+  // be gone.
+  resume_wait(who);
+  return true;
+}
+inline bool notify(waiter& w) noexcept {
+  return notify(w, [] {});
+}
 
 // FIFO of waiters; every operation requires the owner's lock.
 class wait_list {
@@ -104,5 +154,61 @@ class wait_list {
   waiter* head_ = nullptr;
   waiter* tail_ = nullptr;
 };
+
+// wait_in() is the waiter's half of a wait on `list`, for a caller that
+// holds `lk` (the owner's lock) and found it must wait: it links `w` for
+// the calling waitable, releases `lk`, runs `unlocked()` (a condition
+// variable releases its user's lock there), and blocks until a waker
+// notify()s it, `deadline_ns` passes (usched/detail/deadline.hpp;
+// no_deadline for none) or `stop` is requested. Returns with `lk` released
+// and true if a waker notified it (what the waker delivered is in place),
+// false after a timeout or a stop. A wait that only a waker can end never
+// takes `lk` again: the waker, not the waiter, unlinked it.
+template <class Lock, class Unlocked>
+bool wait_in(Lock& lk, wait_list& list, waiter& w, wait_kind kind, const void* object, std::int64_t deadline_ns,
+             const std::stop_token& stop, Unlocked&& unlocked) {
+  waitable& me = current_waitable();
+  w.who = &me;
+  w.ok = false;
+  w.token = prepare_wait(me, kind, object);
+  list.push_back(w);
+  lk.unlock();
+  unlocked();
+  block(me, w.token, deadline_ns, stop);
+  if (has_timer(deadline_ns) || stop.stop_possible()) {
+    // Still linked: nobody notified us, and nobody can now (we hold lk).
+    // Unlinked and not ok: a waker took us off but lost the claim to the
+    // timer or the stop, and went on to the next waiter.
+    lk.lock();
+    if (w.linked) list.remove(w);
+    lk.unlock();
+  }
+  return w.ok;
+}
+template <class Lock>
+bool wait_in(Lock& lk, wait_list& list, waiter& w, wait_kind kind, const void* object, std::int64_t deadline_ns,
+             const std::stop_token& stop = {}) {
+  return wait_in(lk, list, w, kind, object, deadline_ns, stop, [] {});
+}
+
+// notify_first() notifies the first waiter of `list` still waiting (those a
+// timer or a stop request ended are dropped), `deliver(w)` handing it what
+// it waited for; false if none was left. The owner's lock is held.
+template <class Deliver>
+bool notify_first(wait_list& list, Deliver&& deliver) noexcept {
+  while (waiter* w = list.pop_front()) {
+    if (notify(*w, [&] { deliver(*w); })) return true;
+  }
+  return false;
+}
+inline bool notify_first(wait_list& list) noexcept {
+  return notify_first(list, [](waiter&) {});
+}
+// notify_all() notifies every waiter of `list`; returns how many.
+inline unsigned notify_all(wait_list& list) noexcept {
+  unsigned n = 0;
+  while (waiter* w = list.pop_front()) n += notify(*w) ? 1 : 0;
+  return n;
+}
 
 }  // namespace usched::detail
