@@ -20,22 +20,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct config {
-  std::string policy;
-  unsigned workers;
-};
-
-std::vector<config> all_configs() {
-  std::vector<config> out;
-  for (const std::string& p : usched::policy_names()) {
-    for (unsigned w : {1u, 2u, 4u, 8u}) out.push_back({p, w});
-  }
-  return out;
-}
-
-std::string label(const config& c) {
-  return "policy=" + c.policy + " workers=" + std::to_string(c.workers);
-}
+using usched::test::all_configs;
+using usched::test::label;
 
 }  // namespace
 

@@ -24,6 +24,24 @@ inline constexpr unsigned volume_divisor = 10;
 inline constexpr unsigned volume_divisor = 1;
 #endif
 
+// Every registered policy with 1, 2, 4 and 8 workers: the configurations
+// the conformance suite and the task API's tests run each case under
+// (GENERATE(from_range(usched::test::all_configs()))).
+struct config {
+  std::string policy;
+  unsigned workers;
+};
+inline std::vector<config> all_configs() {
+  std::vector<config> out;
+  for (const std::string& p : policy_names()) {
+    for (unsigned w : {1u, 2u, 4u, 8u}) out.push_back({p, w});
+  }
+  return out;
+}
+inline std::string label(const config& c) {
+  return "policy=" + c.policy + " workers=" + std::to_string(c.workers);
+}
+
 inline options make_options(const std::string& policy, unsigned workers) {
   options o;
   o.policy = policy;
