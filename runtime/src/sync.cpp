@@ -6,6 +6,7 @@
 #include <usched/condition_variable.hpp>
 #include <usched/detail/cpu_relax.hpp>
 #include <usched/mutex.hpp>
+#include <usched/shared_mutex.hpp>
 #include <usched/wait_group.hpp>
 
 namespace usched {
@@ -50,6 +51,128 @@ void mutex::unlock() noexcept {
   // Nothing else can claim a mutex waiter (it has no timeout), so it stays
   // blocked, and its node valid, until this wake.
   if (w) detail::wake(*w->who, w->token);
+}
+
+bool timed_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& stop) {
+  if (try_lock()) return true;
+  for (int i = 0; i < mutex_spin_attempts; ++i) {
+    detail::cpu_relax();
+    if (state_.load(std::memory_order_relaxed) == unlocked && try_lock()) return true;
+  }
+  for (;;) {
+    lock_.lock();
+    // As mutex::lock(): marking it contended takes it if it was free.
+    if (state_.exchange(contended, std::memory_order_acquire) == unlocked) {
+      lock_.unlock();
+      return true;
+    }
+    // Given up only here, after the retry: a waiter an unlock woke must try
+    // once (it took that unlock's wake-up); if the lock is taken again, the
+    // holder's unlock sees it contended and wakes another.
+    if (stop.stop_requested()) {
+      lock_.unlock();
+      return false;
+    }
+    detail::waiter w;
+    if (!detail::wait_in(lock_, waiters_, w, detail::wait_kind::mutex, this, deadline_ns, stop)) {
+      // The time came or stop was requested. The state may say contended
+      // with nobody left waiting: the next unlock then looks at an empty
+      // queue, which is all it costs. One last try, as the time is up.
+      std::uint32_t expected = unlocked;
+      return !stop.stop_requested() &&
+             state_.compare_exchange_strong(expected, contended, std::memory_order_acquire,
+                                            std::memory_order_relaxed);
+    }
+  }
+}
+
+void timed_mutex::unlock() noexcept {
+  if (state_.exchange(unlocked, std::memory_order_release) != contended) return;
+  // Under lock_, unlike mutex::unlock(): a waiter a timer may claim takes
+  // lock_ before it returns, so its node stays valid while we hold it, and
+  // one that lost its wait to the timer is passed over for the next.
+  std::lock_guard<detail::spinlock> g(lock_);
+  detail::notify_first(waiters_);
+}
+
+bool shared_mutex::try_lock() noexcept {
+  std::lock_guard<detail::spinlock> g(lock_);
+  if (writer_ || readers_ > 0) return false;
+  writer_ = true;
+  return true;
+}
+
+bool shared_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& stop) {
+  lock_.lock();
+  if (!writer_ && readers_ == 0) {
+    writer_ = true;
+    lock_.unlock();
+    return true;
+  }
+  if (stop.stop_requested()) {
+    lock_.unlock();
+    return false;
+  }
+  ++writers_waiting_;
+  detail::waiter w;
+  // The waker that notifies us has made us the writer (release_locked).
+  if (detail::wait_in(lock_, writers_, w, detail::wait_kind::shared_mutex, this, deadline_ns, stop)) return true;
+  std::lock_guard<detail::spinlock> g(lock_);
+  // Readers queue behind a waiting writer: if we were the last one, the
+  // readers that queued behind us may go, unless a writer holds it.
+  if (--writers_waiting_ == 0 && !writer_) {
+    while (detail::waiter* r = readers_waiting_.pop_front()) detail::notify(*r, [this] { ++readers_; });
+  }
+  return false;
+}
+
+void shared_mutex::unlock() noexcept {
+  std::lock_guard<detail::spinlock> g(lock_);
+  writer_ = false;
+  release_locked();
+}
+
+bool shared_mutex::try_lock_shared() noexcept {
+  std::lock_guard<detail::spinlock> g(lock_);
+  if (writer_ || writers_waiting_ > 0) return false;
+  ++readers_;
+  return true;
+}
+
+bool shared_mutex::lock_shared_until(std::int64_t deadline_ns, const std::stop_token& stop) {
+  lock_.lock();
+  if (!writer_ && writers_waiting_ == 0) {
+    ++readers_;
+    lock_.unlock();
+    return true;
+  }
+  if (stop.stop_requested()) {
+    lock_.unlock();
+    return false;
+  }
+  detail::waiter w;
+  // The waker that notifies us has counted us in readers_.
+  return detail::wait_in(lock_, readers_waiting_, w, detail::wait_kind::shared_mutex, this, deadline_ns, stop);
+}
+
+void shared_mutex::unlock_shared() noexcept {
+  std::lock_guard<detail::spinlock> g(lock_);
+  if (--readers_ == 0) release_locked();
+}
+
+void shared_mutex::release_locked() noexcept {
+  // A writer first: it may have waited while readers held the lock, and
+  // the readers behind it waited for it.
+  if (writers_waiting_ > 0 && detail::notify_first(writers_, [this](detail::waiter&) {
+        writer_ = true;
+        --writers_waiting_;
+      })) {
+    return;
+  }
+  // No writer is left in the queue (a writer passed over here is on its
+  // way out, and lets the readers go itself if it was the last): every
+  // waiting reader now holds it.
+  while (detail::waiter* r = readers_waiting_.pop_front()) detail::notify(*r, [this] { ++readers_; });
 }
 
 void condition_variable::wait(std::unique_lock<mutex>& lk) { wait_impl(lk, detail::no_deadline); }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stop_token>
 #include <utility>
 
 #include <usched/detail/deadline.hpp>
@@ -67,6 +68,100 @@ class condition_variable {
   bool wait_pred(std::unique_lock<mutex>& lk, std::int64_t deadline_ns, Pred pred) {
     while (!pred()) {
       if (wait_impl(lk, deadline_ns) == std::cv_status::timeout) return pred();
+    }
+    return true;
+  }
+
+  detail::spinlock lock_;
+  detail::wait_list waiters_;
+};
+
+// condition_variable_any is std::condition_variable_any for fibers: it
+// waits with any lock that has lock() and unlock() (usched::mutex,
+// shared_mutex through std::shared_lock, timed_mutex, a std::mutex on a
+// plain thread, a user's own), and has the C++20 std::stop_token
+// overloads: a wait given a stop token returns once stop is requested,
+// with the predicate's value then.
+//
+// Notifications are never lost to a wait that ended otherwise: a waiter
+// whose deadline or stop request ended its wait first is passed over, and
+// notify_one() wakes the next one. As with condition_variable there are no
+// spurious wake-ups, but waiting with a predicate is still the normal use.
+class condition_variable_any {
+ public:
+  condition_variable_any() noexcept = default;
+  condition_variable_any(const condition_variable_any&) = delete;
+  condition_variable_any& operator=(const condition_variable_any&) = delete;
+
+  void notify_one() noexcept {
+    std::lock_guard<detail::spinlock> g(lock_);
+    detail::notify_first(waiters_);
+  }
+  void notify_all() noexcept {
+    std::lock_guard<detail::spinlock> g(lock_);
+    detail::notify_all(waiters_);
+  }
+
+  template <class Lock>
+  void wait(Lock& lk) {
+    (void)wait_impl(lk, detail::no_deadline, {});
+  }
+  template <class Lock, class Pred>
+  void wait(Lock& lk, Pred pred) {
+    while (!pred()) wait(lk);
+  }
+  template <class Lock, class Clock, class Duration>
+  std::cv_status wait_until(Lock& lk, const std::chrono::time_point<Clock, Duration>& t) {
+    return wait_impl(lk, detail::deadline_at(t), {});
+  }
+  template <class Lock, class Clock, class Duration, class Pred>
+  bool wait_until(Lock& lk, const std::chrono::time_point<Clock, Duration>& t, Pred pred) {
+    return wait_pred(lk, detail::deadline_at(t), {}, std::move(pred));
+  }
+  template <class Lock, class Rep, class Period>
+  std::cv_status wait_for(Lock& lk, const std::chrono::duration<Rep, Period>& d) {
+    return wait_impl(lk, detail::deadline_after(d), {});
+  }
+  template <class Lock, class Rep, class Period, class Pred>
+  bool wait_for(Lock& lk, const std::chrono::duration<Rep, Period>& d, Pred pred) {
+    return wait_pred(lk, detail::deadline_after(d), {}, std::move(pred));
+  }
+
+  // The stop-token overloads (std's "interruptible waits"): they wait until
+  // the predicate holds, stop is requested, or (timed) the time comes, and
+  // return the predicate's value.
+  template <class Lock, class Pred>
+  bool wait(Lock& lk, std::stop_token stop, Pred pred) {
+    return wait_pred(lk, detail::no_deadline, stop, std::move(pred));
+  }
+  template <class Lock, class Clock, class Duration, class Pred>
+  bool wait_until(Lock& lk, std::stop_token stop, const std::chrono::time_point<Clock, Duration>& t, Pred pred) {
+    return wait_pred(lk, detail::deadline_at(t), stop, std::move(pred));
+  }
+  template <class Lock, class Rep, class Period, class Pred>
+  bool wait_for(Lock& lk, std::stop_token stop, const std::chrono::duration<Rep, Period>& d, Pred pred) {
+    return wait_pred(lk, detail::deadline_after(d), stop, std::move(pred));
+  }
+
+ private:
+  // wait_impl(): one wait, until notified (no_timeout), or `deadline_ns` or
+  // a stop request (timeout). The waiter is linked before the user's lock
+  // is released: a notifier that changes the predicate under that lock
+  // after this point finds it in the list.
+  template <class Lock>
+  std::cv_status wait_impl(Lock& lk, std::int64_t deadline_ns, const std::stop_token& stop) {
+    detail::waiter w;
+    lock_.lock();
+    const bool notified = detail::wait_in(lock_, waiters_, w, detail::wait_kind::condition_variable_any, this,
+                                          deadline_ns, stop, [&lk] { lk.unlock(); });
+    lk.lock();
+    return notified ? std::cv_status::no_timeout : std::cv_status::timeout;
+  }
+  template <class Lock, class Pred>
+  bool wait_pred(Lock& lk, std::int64_t deadline_ns, const std::stop_token& stop, Pred pred) {
+    while (!pred()) {
+      if (stop.stop_requested()) return false;
+      if (wait_impl(lk, deadline_ns, stop) == std::cv_status::timeout && !stop.stop_requested()) return pred();
     }
     return true;
   }

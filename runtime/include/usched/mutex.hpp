@@ -2,8 +2,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <stop_token>
 
+#include <usched/detail/deadline.hpp>
 #include <usched/detail/spinlock.hpp>
 #include <usched/detail/wait.hpp>
 
@@ -43,6 +47,139 @@ class mutex {
   std::atomic<std::uint32_t> state_{unlocked};
   detail::spinlock lock_;  // guards waiters_
   detail::wait_list waiters_;
+};
+
+// timed_mutex is mutex with std::timed_mutex's timed attempts: a waiter
+// whose deadline passes leaves the queue and returns false, and an unlock
+// wakes the first waiter still waiting (one whose deadline claimed its
+// wait first is passed over, so no wake-up is lost to a timeout). As with
+// mutex, the woken waiter competes for the lock again (no hand-off).
+// Also a usched extension: lock(std::stop_token) gives up when stop is
+// requested.
+class timed_mutex {
+ public:
+  timed_mutex() noexcept = default;
+  timed_mutex(const timed_mutex&) = delete;
+  timed_mutex& operator=(const timed_mutex&) = delete;
+
+  void lock() { (void)lock_until(detail::no_deadline, {}); }
+  // lock(stop): lock(), or false once `stop` is requested first.
+  [[nodiscard]] bool lock(const std::stop_token& stop) { return lock_until(detail::no_deadline, stop); }
+  bool try_lock() noexcept {
+    std::uint32_t expected = unlocked;
+    return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
+                                          std::memory_order_relaxed);
+  }
+  // try_lock_for()/try_lock_until(): false if the lock could not be taken
+  // before the time; any clock (usched/detail/deadline.hpp's rules).
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return lock_until(detail::deadline_after(d), {});
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return lock_until(detail::deadline_at(t), {});
+  }
+  void unlock() noexcept;
+
+ private:
+  // lock_until() takes the lock, or returns false at `deadline_ns` (see
+  // detail::wait_in) or once `stop` is requested.
+  bool lock_until(std::int64_t deadline_ns, const std::stop_token& stop);
+
+  static constexpr std::uint32_t unlocked = 0;
+  static constexpr std::uint32_t locked = 1;
+  static constexpr std::uint32_t contended = 2;
+
+  std::atomic<std::uint32_t> state_{unlocked};
+  detail::spinlock lock_;  // guards waiters_
+  detail::wait_list waiters_;
+};
+
+namespace detail {
+
+// The owner of a recursive mutex is the calling waitable: its fiber, which
+// keeps its identity as it moves between workers (a thread id would change
+// with the worker), or the calling thread's parker.
+inline const void* current_owner() noexcept { return &current_waitable(); }
+
+// recursive_lock<Mutex> adds std's recursive ownership to a usched mutex:
+// the owner may lock again, and the lock is released by the matching
+// number of unlocks. owner_ is read without the lock by whoever tries: it
+// equals the caller only if the caller stored it (then the caller's own
+// read sees its own store), so relaxed is enough; any other value means
+// "not me" whatever it is.
+template <class Mutex>
+class recursive_lock {
+ public:
+  void lock() {
+    if (mine()) {
+      ++depth_;
+      return;
+    }
+    mutex_.lock();
+    own();
+  }
+  bool try_lock() noexcept {
+    if (mine()) {
+      ++depth_;
+      return true;
+    }
+    if (!mutex_.try_lock()) return false;
+    own();
+    return true;
+  }
+  void unlock() noexcept {
+    if (--depth_ > 0) return;
+    owner_.store(nullptr, std::memory_order_relaxed);
+    mutex_.unlock();
+  }
+
+ protected:
+  bool mine() const noexcept { return owner_.load(std::memory_order_relaxed) == current_owner(); }
+  void own() noexcept {
+    owner_.store(current_owner(), std::memory_order_relaxed);
+    depth_ = 1;
+  }
+  Mutex mutex_;
+
+ private:
+  std::atomic<const void*> owner_{nullptr};
+  std::size_t depth_ = 0;  // under mutex_
+};
+
+}  // namespace detail
+
+// recursive_mutex: std::recursive_mutex for fibers: the fiber (or thread)
+// holding it may lock it again, and it is released by as many unlocks.
+class recursive_mutex : public detail::recursive_lock<mutex> {
+ public:
+  recursive_mutex() noexcept = default;
+  recursive_mutex(const recursive_mutex&) = delete;
+  recursive_mutex& operator=(const recursive_mutex&) = delete;
+};
+
+// recursive_timed_mutex: recursive_mutex with timed_mutex's timed attempts.
+class recursive_timed_mutex : public detail::recursive_lock<timed_mutex> {
+ public:
+  recursive_timed_mutex() noexcept = default;
+  recursive_timed_mutex(const recursive_timed_mutex&) = delete;
+  recursive_timed_mutex& operator=(const recursive_timed_mutex&) = delete;
+
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    if (mine()) return try_lock();
+    if (!mutex_.try_lock_for(d)) return false;
+    own();
+    return true;
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    if (mine()) return try_lock();
+    if (!mutex_.try_lock_until(t)) return false;
+    own();
+    return true;
+  }
 };
 
 }  // namespace usched

@@ -14,4 +14,5 @@
 #include <usched/mutex.hpp>
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
+#include <usched/shared_mutex.hpp>
 #include <usched/wait_group.hpp>
