@@ -453,3 +453,61 @@ TEST_CASE("async: a fan-out of 1000 calls sums exactly", "[future]") {
   });
   CHECK(sum == (n - 1) * n * (2 * n - 1) / 6);
 }
+
+TEST_CASE("promise: racing setters, exactly one wins and its value is the result", "[future]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  constexpr int rounds = 50 / usched::test::volume_divisor, setters = 8;
+  for (int r = 0; r < rounds; ++r) {
+    usched::promise<int> p;
+    auto f = p.get_future();
+    std::atomic<int> winner{-1};
+    std::atomic<int> refused{0};
+    std::vector<usched::join_handle<void>> hs;
+    for (int i = 0; i < setters; ++i) {
+      hs.push_back(rt.spawn([&, i] {
+        try {
+          p.set_value(i);
+          winner = i;
+        } catch (const usched::future_error& e) {
+          if (e.code() == usched::future_errc::promise_already_satisfied) refused.fetch_add(1);
+        }
+      }));
+    }
+    const int v = f.get();
+    for (auto& h : hs) h.join();
+    INFO("round " << r);
+    CHECK(refused.load() == setters - 1);
+    CHECK(v == winner.load());
+  }
+}
+
+TEST_CASE("future: timed waiters racing the setter all see the value", "[future]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  constexpr int rounds = 20 / usched::test::volume_divisor, waiters = 16;
+  for (int r = 0; r < rounds; ++r) {
+    usched::promise<int> p;
+    const usched::shared_future<int> sf = p.get_future().share();
+    std::vector<usched::join_handle<int>> hs;
+    for (int i = 0; i < waiters; ++i) {
+      // Short timed waits, some ending in a timeout, some in the value, some
+      // at the same moment as it; then the value, exactly once.
+      hs.push_back(rt.spawn([sf, i] {
+        while (sf.wait_for(std::chrono::microseconds(1 + i * 7)) != usched::future_status::ready) {
+        }
+        return sf.get();
+      }));
+    }
+    rt.spawn([&, r] {
+      usched::this_fiber::yield();
+      p.set_value(r);
+    }).join();
+    int sum = 0;
+    for (auto& h : hs) sum += h.join();
+    INFO("round " << r);
+    CHECK(sum == waiters * r);
+  }
+}
