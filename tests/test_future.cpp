@@ -157,6 +157,13 @@ TEST_CASE("future: std's error codes for misuse", "[future]") {
   CHECK_FALSE(usched::future<int>().valid());
   CHECK_FALSE(usched::shared_future<int>().valid());
 
+  // The shared state from an allocator.
+  static_assert(std::uses_allocator_v<usched::promise<int>, std::allocator<int>>);
+  usched::promise<int> pa(std::allocator_arg, std::allocator<int>{});
+  auto fpa = pa.get_future();
+  pa.set_value(3);
+  CHECK(fpa.get() == 3);
+
   // swap exchanges the states.
   usched::promise<int> a, b;
   auto fa = a.get_future();

@@ -308,9 +308,10 @@ class async_state final : public future_state<R> {
  public:
   async_state() noexcept : future_state<R>(future_state_base::origin::async) {}
   ~async_state() override {
-    if (fiber.joinable()) fiber.join();
+    if (runner.joinable()) runner.join();
   }
-  join_handle<void> fiber;
+  // The fiber running the call (named so as not to hide detail::fiber).
+  join_handle<void> runner;
 };
 
 // deferred_state: the state of async(launch::deferred, ...). The call and
@@ -359,7 +360,7 @@ future<R> start_async(Spawn&& spawn) {
   auto s = std::make_shared<async_state<R>>();
   // If the spawn throws (no memory for the frame, a throwing copy of an
   // argument) no fiber exists and the state dies with the exception.
-  s->fiber = spawn(async_body<R>(s.get()));
+  s->runner = spawn(async_body<R>(s.get()));
   return future_access::make<R>(std::move(s));
 }
 
