@@ -102,7 +102,12 @@ TEST_CASE("future: exceptions and broken promises reach get()", "[future]") {
       }
       return "no exception";
     });
-    usched::spawn([&] { pe.set_exception(std::make_exception_ptr(std::runtime_error("boom"))); }).join();
+    usched::spawn([&] {
+      // The temporary runtime_error shares its message with the stored copy
+      // (libstdc++'s refcounted string): it is gone before the waiter runs.
+      std::exception_ptr e = std::make_exception_ptr(std::runtime_error("boom"));
+      pe.set_exception(std::move(e));
+    }).join();
     CHECK(waiter.join() == "boom");
 
     // A promise destroyed unset, on another fiber, while this one waits.

@@ -151,6 +151,12 @@ class future_state_base {
 
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
   const std::exception_ptr& error() const noexcept { return error_; }
+  // take_error() moves the exception out, for future::get(), the state's
+  // one consumer: the getter alone owns it from then on, so it is destroyed
+  // on the getter's fiber or thread, not by whichever producer drops the
+  // state's last reference later (as join_handle::join does with a fiber's
+  // exception). The producer never touches error_ once it has published.
+  std::exception_ptr take_error() noexcept { return std::move(error_); }
 
   // wait() returns once the result is ready. A deferred call not yet
   // started runs here, on the caller; a waiter that finds it started by
@@ -393,7 +399,7 @@ class future {
     // whatever it returns or throws.
     std::shared_ptr<detail::future_state<R>> s = std::move(state_);
     s->wait();
-    if (s->error()) std::rethrow_exception(s->error());
+    if (s->error()) std::rethrow_exception(s->take_error());
     return s->take();
   }
 
@@ -442,7 +448,8 @@ class shared_future {
   ~shared_future() = default;
 
   // get() blocks until the result is ready, then returns it or rethrows
-  // the exception (each call rethrows the same exception object).
+  // the exception (each call rethrows the same exception object, which
+  // lives as long as the state).
   // future_error(no_state) if !valid().
   typename detail::shared_get<R>::type get() const {
     detail::future_state<R>& s = checked();
