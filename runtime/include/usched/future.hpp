@@ -179,8 +179,8 @@ class future_state_base {
 
   // wait_until() waits until the result is ready or `deadline_ns` (a
   // deadline of usched/detail/deadline.hpp) passes. A deferred call is
-  // never started by a timed wait: that is future_status::deferred, as std
-  // has it. Takes lock_.
+  // never started by a timed wait: until its result is ready that is
+  // future_status::deferred, as std (and libstdc++) have it. Takes lock_.
   future_status wait_until(std::int64_t deadline_ns) {
     if (ready()) return future_status::ready;
     std::unique_lock<spinlock> lk(lock_);
@@ -407,8 +407,8 @@ class future {
 
   // wait() blocks until the result is ready; wait_for() and wait_until()
   // also return at the deadline, with future_status::timeout, or at once
-  // with future_status::deferred for an async(launch::deferred) call not
-  // yet run. Any clock (usched/detail/deadline.hpp). future_error(no_state)
+  // with future_status::deferred for an async(launch::deferred) call whose
+  // result is not ready (not started, or running on another waiter). Any clock (usched/detail/deadline.hpp). future_error(no_state)
   // if !valid().
   void wait() const { checked().wait(); }
   template <class Rep, class Period>
