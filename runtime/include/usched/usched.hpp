@@ -11,6 +11,7 @@
 #include <usched/condition_variable.hpp>
 #include <usched/error.hpp>
 #include <usched/fiber.hpp>
+#include <usched/future.hpp>
 #include <usched/mutex.hpp>
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
