@@ -7,12 +7,6 @@
 
 namespace usched::detail {
 
-semaphore_state::semaphore_state(std::ptrdiff_t desired, std::ptrdiff_t max) : count_(desired) {
-  if (desired < 0 || desired > max) {
-    throw std::logic_error("usched::counting_semaphore: desired count outside 0..max()");
-  }
-}
-
 void semaphore_state::release(std::ptrdiff_t update, std::ptrdiff_t max) {
   std::lock_guard<spinlock> g(lock_);
   if (update < 0) throw std::logic_error("usched::counting_semaphore::release: negative update");

@@ -77,8 +77,8 @@ class barrier {
 
   static constexpr std::ptrdiff_t max() noexcept { return PTRDIFF_MAX; }
 
-  // Requires 0 <= expected (std::logic_error otherwise).
-  explicit barrier(std::ptrdiff_t expected, CompletionFunction f = CompletionFunction())
+  // Requires 0 <= expected (std::logic_error otherwise). constexpr as std's.
+  constexpr explicit barrier(std::ptrdiff_t expected, CompletionFunction f = CompletionFunction())
       : completion_(std::move(f)), expected_(expected), left_(expected) {
     if (expected < 0) throw std::logic_error("usched::barrier: negative expected count");
   }

@@ -37,8 +37,9 @@ class latch {
  public:
   static constexpr std::ptrdiff_t max() noexcept { return PTRDIFF_MAX; }
 
-  // Requires 0 <= expected (std::logic_error otherwise).
-  explicit latch(std::ptrdiff_t expected) : count_(expected) {
+  // Requires 0 <= expected (std::logic_error otherwise). constexpr as std's:
+  // a latch at namespace scope may be constinit.
+  constexpr explicit latch(std::ptrdiff_t expected) : count_(expected) {
     if (expected < 0) throw std::logic_error("usched::latch: negative expected count");
   }
   ~latch() = default;

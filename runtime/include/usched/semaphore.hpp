@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <stop_token>
 
 #include <usched/detail/deadline.hpp>
@@ -31,7 +32,11 @@ namespace detail {
 class semaphore_state {
  public:
   // Requires 0 <= desired <= max (std::logic_error otherwise).
-  semaphore_state(std::ptrdiff_t desired, std::ptrdiff_t max);
+  constexpr semaphore_state(std::ptrdiff_t desired, std::ptrdiff_t max) : count_(desired) {
+    if (desired < 0 || desired > max) {
+      throw std::logic_error("usched::counting_semaphore: desired count outside 0..max()");
+    }
+  }
   semaphore_state(const semaphore_state&) = delete;
   semaphore_state& operator=(const semaphore_state&) = delete;
 
@@ -83,8 +88,9 @@ class counting_semaphore {
  public:
   static constexpr std::ptrdiff_t max() noexcept { return LeastMaxValue; }
 
-  // Requires 0 <= desired <= max() (std::logic_error otherwise).
-  explicit counting_semaphore(std::ptrdiff_t desired) : state_(desired, max()) {}
+  // Requires 0 <= desired <= max() (std::logic_error otherwise). constexpr
+  // as std's: a semaphore at namespace scope may be constinit.
+  constexpr explicit counting_semaphore(std::ptrdiff_t desired) : state_(desired, max()) {}
   ~counting_semaphore() = default;
   counting_semaphore(const counting_semaphore&) = delete;
   counting_semaphore& operator=(const counting_semaphore&) = delete;
