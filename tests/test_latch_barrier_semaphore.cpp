@@ -66,7 +66,7 @@ void join_all(std::vector<H>& hs) {
 
 // ---- latch -----------------------------------------------------------------
 
-TEST_CASE("latch: count_down, try_wait and wait as std specifies; bad counts throw", "[latch]") {
+TEST_CASE("latch: count_down, try_wait and wait as std specifies, bad counts throw", "[latch]") {
   CHECK_THROWS_AS(usched::latch(-1), std::logic_error);
 
   usched::latch zero(0);
@@ -232,7 +232,7 @@ TEST_CASE("latch: wait(stop_token) ends with false on a stop, true once the coun
 
 // ---- barrier ---------------------------------------------------------------
 
-TEST_CASE("barrier: tokens name their phase; bad arrivals and tokens throw", "[barrier]") {
+TEST_CASE("barrier: tokens name their phase, bad arrivals and tokens throw", "[barrier]") {
   CHECK_THROWS_AS(usched::barrier<>(-1), std::logic_error);
 
   int completions = 0;
@@ -323,7 +323,7 @@ TEST_CASE("barrier: N fibers and a thread over K phases, one completion per phas
   CHECK(bad_release.load() == 0);
 }
 
-TEST_CASE("barrier: the completion step runs before any waiter is released; arrivals during it throw",
+TEST_CASE("barrier: the completion step runs before any waiter is released, arrivals during it throw",
           "[barrier]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
@@ -416,7 +416,7 @@ TEST_CASE("barrier: arrive_and_drop lowers the expected count of the later phase
 
 // ---- counting_semaphore, binary_semaphore ----------------------------------
 
-TEST_CASE("counting_semaphore: counts as std specifies; bad counts throw", "[semaphore]") {
+TEST_CASE("counting_semaphore: counts as std specifies, bad counts throw", "[semaphore]") {
   CHECK_THROWS_AS(usched::counting_semaphore<>(-1), std::logic_error);
   CHECK_THROWS_AS(usched::binary_semaphore(2), std::logic_error);
   CHECK_THROWS_AS(usched::counting_semaphore<3>(4), std::logic_error);
@@ -554,7 +554,7 @@ TEST_CASE("counting_semaphore: try_acquire_until with a system_clock time point"
   CHECK_FALSE(s.try_acquire());
 }
 
-TEST_CASE("binary_semaphore: a mutex among many fibers and a thread; the plain counter ends exact",
+TEST_CASE("binary_semaphore: a mutex among many fibers and a thread, the plain counter ends exact",
           "[semaphore]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
@@ -581,7 +581,7 @@ TEST_CASE("binary_semaphore: a mutex among many fibers and a thread; the plain c
   CHECK_FALSE(lock.try_acquire());
 }
 
-TEST_CASE("counting_semaphore: waiters time out and are stopped while releases happen; no permit lost or duplicated",
+TEST_CASE("counting_semaphore: waiters time out and are stopped while releases happen, no permit lost or duplicated",
           "[semaphore]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
