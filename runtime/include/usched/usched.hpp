@@ -7,13 +7,16 @@
 //   });
 #pragma once
 
+#include <usched/barrier.hpp>
 #include <usched/channel.hpp>
 #include <usched/condition_variable.hpp>
 #include <usched/error.hpp>
 #include <usched/fiber.hpp>
 #include <usched/future.hpp>
+#include <usched/latch.hpp>
 #include <usched/mutex.hpp>
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
+#include <usched/semaphore.hpp>
 #include <usched/shared_mutex.hpp>
 #include <usched/wait_group.hpp>
