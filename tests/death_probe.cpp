@@ -21,6 +21,9 @@
 //              bytes would otherwise land in the neighbouring stack block.
 //   detached   a detached fiber throws; the runtime writes one line with the
 //              fiber id and the exception, then aborts.
+//   detached-labelled  the same, for a fiber spawned with a label.
+//   task-group-unobserved  a task_group's task throws and the group is
+//              destroyed without a wait(): one line, then abort.
 //   hang       destroys a runtime while fibers wait (practically) forever,
 //              one in each kind of wait: channel recv and send, a mutex the
 //              main thread holds, a condition variable, a wait group, a
@@ -239,6 +242,18 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(mode, "detached") == 0) {
       usched::runtime rt(opts);
       rt.spawn([] { throw std::runtime_error("nobody joins me"); }).detach();
+    } else if (std::strcmp(mode, "detached-labelled") == 0) {
+      usched::runtime rt(opts);
+      usched::spawn_options so;
+      so.label = "request handler";
+      rt.spawn(so, [] { throw std::runtime_error("nobody joins me"); }).detach();
+    } else if (std::strcmp(mode, "task-group-unobserved") == 0) {
+      usched::runtime rt(opts);
+      rt.run([] {
+        usched::task_group g;
+        g.spawn([] { throw std::runtime_error("nobody waits for me"); });
+        // No g.wait(): the destructor joins, then finds the exception unseen.
+      });
     } else if (std::strcmp(mode, "hang") == 0) {
       hang();
     } else if (std::strcmp(mode, "self-destroy") == 0) {
@@ -258,7 +273,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|overflow-many past-budget|alloca KIB|frame KIB|detached|hang|self-destroy|config|start\n");
+      std::fprintf(stderr, "usage: death_probe overflow|overflow-many past-budget|alloca KIB|frame KIB|detached|detached-labelled|task-group-unobserved|hang|self-destroy|config|start\n");
       return 2;
     }
     return 0;

@@ -213,7 +213,10 @@ TEST_CASE("options: other bad values", "[options][bad-input]") {
                        bad{"USCHED_FORK_BALANCE", "true", "0 (off) or 1 (on)"},
                        bad{"USCHED_GUARD_PAGES", "madvise", "auto or mprotect"},
                        bad{"USCHED_GUARD_PAGES", "AUTO", "auto or mprotect"},
-                       bad{"USCHED_STATS", "01", "0, 1 (a table) or json"}}) {
+                       bad{"USCHED_STATS", "01", "0, 1 (a table) or json"},
+                       bad{"USCHED_BLOCKING_THREADS", "0", "a number of threads, 1..4096"},
+                       bad{"USCHED_BLOCKING_THREADS", "5000", "a number of threads, 1..4096"},
+                       bad{"USCHED_BLOCKING_THREADS", "many", "a number of threads, 1..4096"}}) {
     INFO(b.name << "=" << b.value);
     CHECK(env_error(b.name, b.value) ==
           std::string(b.name) + "='" + b.value + "' is not valid: expected " + b.accepted);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <usched/detail/core.hpp>
 #include <usched/detail/wait.hpp>
@@ -57,6 +58,29 @@ void resume(waitable& w) noexcept;
 //    and its join read and write, on a line of its own.
 //  - then what only the spawning side reads: identity, the block, the
 //    joiner's token.
+// One fiber's (or one thread's) fiber_local values: for each fiber_local
+// it has used, the value and how to destroy it. Looked up by the
+// fiber_local's key, most recent first; a fiber uses a handful.
+struct fiber_locals {
+  struct entry {
+    std::uint64_t key;
+    void* value;
+    void (*destroy)(void*) noexcept;
+  };
+  std::vector<entry> entries;
+  ~fiber_locals() { clear(); }
+  // Destroys the values, newest first (the reverse of their construction,
+  // as thread_local objects are). A destructor that uses another
+  // fiber_local makes it anew, and the loop destroys that one too.
+  void clear() noexcept {
+    while (!entries.empty()) {
+      const entry e = entries.back();
+      entries.pop_back();
+      e.destroy(e.value);
+    }
+  }
+};
+
 struct fiber : waitable, sched_entity {
   // ---- the run line ----
   // ctx.fctx is null until the fiber first runs: its initial frame is made
@@ -101,6 +125,17 @@ struct fiber : waitable, sched_entity {
   // touches, so a waker that reads this fiber's spawn line does not find it
   // dirtied. Relaxed, like waiting_in.
   std::atomic<const void*> waiting_on{nullptr};
+  // spawn_options::label, for the diagnostics that name the fiber. Atomic
+  // for the hang report's reads, as id.
+  std::atomic<const char*> label{nullptr};
+  // The fiber's fiber_local values (usched/fiber_local.hpp), made on first
+  // use and destroyed when it returns; null until then.
+  fiber_locals* locals = nullptr;
+
+  fiber() = default;
+  fiber(const fiber&) = delete;
+  fiber& operator=(const fiber&) = delete;
+  ~fiber() { delete locals; }
 };
 
 // The wake-up line and the fair discipline's lines come before the run line:

@@ -121,6 +121,27 @@ option_rule micros(const char* field, const char* variable, microseconds options
   return r;
 }
 
+// A count field, accepted in [lo, hi].
+option_rule count(const char* field, const char* variable, unsigned options::*member, unsigned lo, unsigned hi,
+                  const char* what) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  option_rule r;
+  r.field = field;
+  r.variable = variable;
+  r.parse = [member](std::string_view s, options& o) {
+    const auto v = parse_decimal(s);
+    if (!v || *v > std::numeric_limits<unsigned>::max()) return false;
+    o.*member = static_cast<unsigned>(*v);
+    return true;
+  };
+  r.valid = [member, lo, hi](const options& o) { return o.*member >= lo && o.*member <= hi; };
+  r.same = [member](const options& a, const options& b) { return a.*member == b.*member; };
+  r.show = [member](const options& o) { return std::to_string(o.*member); };
+  r.complaint_env = expected(std::string(what) + ", " + range);
+  r.complaint_code = r.complaint_env;
+  return r;
+}
+
 // A switch: exactly "0" or "1".
 option_rule flag(const char* field, const char* variable, bool options::*member, const char* off,
                  const char* on) {
@@ -251,6 +272,8 @@ const std::vector<option_rule>& rules() {
 
     t.push_back(micros("spin", "USCHED_SPIN_US", &options::spin, 0, 1'000'000, "a spin time"));
     t.push_back(flag("pin", "USCHED_PIN", &options::pin, "do not pin workers", "pin"));
+    t.push_back(count("blocking_threads", "USCHED_BLOCKING_THREADS", &options::blocking_threads, 1, 4096,
+                      "a number of threads"));
     t.push_back(micros("cfs_latency", "USCHED_CFS_LATENCY_US", &options::cfs_latency, 100,
                        10'000'000, "a period"));
     t.push_back(micros("cfs_min_granularity", "USCHED_CFS_MIN_GRANULARITY_US",

@@ -77,6 +77,14 @@ std::size_t round_to_page(std::size_t v) {
 
 // An uncaught exception in a detached fiber ends the process (the exception
 // was caught into the task: nobody else will see it).
+// fiber_name(): the fiber's id, and its label if it was spawned with one:
+// `12 ("http accept loop")`.
+std::string fiber_name(const fiber* f) {
+  std::string s = std::to_string(f->id.load(std::memory_order_relaxed));
+  if (const char* label = f->label.load(std::memory_order_relaxed)) s += " (\"" + std::string(label) + "\")";
+  return s;
+}
+
 [[noreturn]] void report_detached_exception(fiber* f) noexcept {
   std::string what = "unknown exception";
   try {
@@ -86,8 +94,7 @@ std::size_t round_to_page(std::size_t v) {
   } catch (...) {
   }
   f->rt->log().flush();
-  die("detached fiber " + std::to_string(f->id.load(std::memory_order_relaxed)) + " ended with an uncaught exception: " + what +
-      "; aborting");
+  die("detached fiber " + fiber_name(f) + " ended with an uncaught exception: " + what + "; aborting");
 }
 
 }  // namespace
@@ -189,6 +196,9 @@ runtime_impl::~runtime_impl() {
       }
     }
   }
+  // After the last fiber: until then a fiber may still be waiting for a
+  // blocking call (and it keeps the wait above going).
+  stop_blocking_pool();
   stop_workers();
   if (opts_.stats != options::stats_output::none) {
     const runtime_stats st = stats();
@@ -237,14 +247,15 @@ constexpr std::size_t hang_report_max_fibers = 32;
 void runtime_impl::report_hang(std::chrono::milliseconds waited) {
   struct blocked_fiber {
     std::uint64_t id;
+    std::string name;
     wait_kind kind;
     const void* object;
   };
   std::vector<blocked_fiber> blocked;
   for (fiber* f : pool_.all_fibers()) {
     if ((f->wait_token.load(std::memory_order_acquire) & 1) == 0) continue;
-    blocked.push_back({f->id.load(std::memory_order_relaxed), f->waiting_in.load(std::memory_order_relaxed),
-                       f->waiting_on.load(std::memory_order_relaxed)});
+    blocked.push_back({f->id.load(std::memory_order_relaxed), fiber_name(f),
+                       f->waiting_in.load(std::memory_order_relaxed), f->waiting_on.load(std::memory_order_relaxed)});
   }
   std::uint64_t exited = 0;
   std::uint64_t spawned = external_spawned_.load(std::memory_order_acquire);
@@ -261,11 +272,11 @@ void runtime_impl::report_hang(std::chrono::milliseconds waited) {
     const blocked_fiber& b = blocked[i];
     std::string on;
     if (b.kind == wait_kind::join && b.object) {
-      on = fmt::format("fiber {}", static_cast<const fiber*>(b.object)->id.load(std::memory_order_relaxed));
+      on = "fiber " + fiber_name(static_cast<const fiber*>(b.object));
     } else if (b.object) {
       on = fmt::format("{}", b.object);
     }
-    log_->warn("  fiber {} is blocked in {}{}{}", b.id, to_string(b.kind), on.empty() ? "" : " on ", on);
+    log_->warn("  fiber {} is blocked in {}{}{}", b.name, to_string(b.kind), on.empty() ? "" : " on ", on);
   }
   if (blocked.size() > hang_report_max_fibers) {
     log_->warn("  ... and {} more blocked fibers", blocked.size() - hang_report_max_fibers);
@@ -364,6 +375,7 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
   f->pinned = opts.pin;
   f->preferred_node = opts.numa_node;
   f->weight = opts.weight;
+  f->label.store(opts.label, std::memory_order_relaxed);
   f->cpu.store(-1, std::memory_order_relaxed);
   f->on_rq.store(false, std::memory_order_relaxed);
   f->wake_pending = false;
@@ -620,6 +632,156 @@ void join_fiber(fiber* f) {
   block(me, token, -1);
 }
 
+namespace {
+
+// The fiber_local table of the caller: its fiber's (made on first use), or
+// its thread's.
+fiber_locals& locals_of_caller() {
+  if (worker* w = worker_of_this_thread()) {
+    if (fiber* f = w->current_fiber()) {
+      if (!f->locals) f->locals = new fiber_locals;
+      return *f->locals;
+    }
+  }
+  thread_local fiber_locals of_thread;
+  return of_thread;
+}
+
+}  // namespace
+
+void* fiber_local_find(std::uint64_t key) noexcept {
+  fiber_locals* l = nullptr;
+  if (worker* w = worker_of_this_thread(); w && w->current_fiber()) {
+    l = w->current_fiber()->locals;
+    if (!l) return nullptr;
+  } else {
+    l = &locals_of_caller();
+  }
+  for (auto it = l->entries.rbegin(); it != l->entries.rend(); ++it) {
+    if (it->key == key) return it->value;
+  }
+  return nullptr;
+}
+
+void fiber_local_add(std::uint64_t key, void* value, void (*destroy)(void*) noexcept) {
+  try {
+    locals_of_caller().entries.push_back({key, value, destroy});
+  } catch (...) {
+    destroy(value);
+    throw;
+  }
+}
+
+std::uint64_t new_fiber_local_key() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void runtime_impl::submit_blocking(blocking_job* job) {
+  std::unique_lock<std::mutex> lk(blocking_.mutex);
+  job->next = nullptr;
+  (blocking_.tail ? blocking_.tail->next : blocking_.head) = job;
+  blocking_.tail = job;
+  ++blocking_.queued;
+  // A thread per call while the pool may grow, so that a call never waits
+  // behind another blocking one: a new thread when the queue holds more
+  // calls than there are idle threads to take them. Once it is full,
+  // calls queue.
+  if (blocking_.queued > blocking_.idle && blocking_.threads.size() < opts_.blocking_threads) {
+    try {
+      blocking_.threads.emplace_back([this] { blocking_thread_main(); });
+      return;
+    } catch (const std::system_error&) {
+      // No thread to be had: the call waits for one that is running.
+      if (blocking_.threads.empty()) {
+        blocking_.head = blocking_.tail = nullptr;
+        blocking_.queued = 0;
+        throw;
+      }
+    }
+  }
+  lk.unlock();
+  blocking_.ready.notify_one();
+}
+
+void runtime_impl::blocking_thread_main() noexcept {
+  std::unique_lock<std::mutex> lk(blocking_.mutex);
+  for (;;) {
+    while (!blocking_.head && !blocking_.stopping) {
+      ++blocking_.idle;
+      blocking_.ready.wait(lk);
+      --blocking_.idle;
+    }
+    if (!blocking_.head) return;  // stopping, and nothing left to run
+    blocking_job* job = blocking_.head;
+    blocking_.head = job->next;
+    if (!blocking_.head) blocking_.tail = nullptr;
+    --blocking_.queued;
+    lk.unlock();
+    job->run(job);
+    // Last: the job is on the caller's stack, which may unwind once it runs.
+    wake(*job->who, job->token);
+    lk.lock();
+  }
+}
+
+void runtime_impl::stop_blocking_pool() noexcept {
+  {
+    std::lock_guard<std::mutex> lk(blocking_.mutex);
+    blocking_.stopping = true;
+  }
+  blocking_.ready.notify_all();
+  for (std::thread& t : blocking_.threads) t.join();
+  blocking_.threads.clear();
+}
+
+void run_blocking(runtime_impl& rt, blocking_job& job) {
+  waitable& me = current_waitable();
+  job.who = &me;
+  job.token = prepare_wait(me, wait_kind::blocking, &job);
+  rt.submit_blocking(&job);
+  block(me, job.token, no_deadline);
+}
+
+void report_unobserved_group_exception(const std::exception_ptr& e) noexcept {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    what = x.what();
+  } catch (...) {
+  }
+  die("a task_group was destroyed without a wait() after a task threw: " + what + "; aborting");
+}
+
+bool join_fiber_until(fiber* f, std::int64_t deadline_ns) {
+  if (f->done.load(std::memory_order_acquire)) return true;
+  if (deadline_ns == 0 || (has_timer(deadline_ns) && deadline_ns <= now_ns())) return false;
+  waitable& me = current_waitable();
+  f->join_lock.lock();
+  if (f->done.load(std::memory_order_relaxed)) {
+    f->join_lock.unlock();
+    return true;
+  }
+  const std::uint64_t token = prepare_wait(me, wait_kind::join, f);
+  f->joiner = &me;
+  f->joiner_token = token;
+  f->join_lock.unlock();
+  if (me.is_fiber) {
+    worker* w = worker_of_this_thread();
+    w->rt().eng().hand_off(w->index(), f);
+  }
+  block(me, token, deadline_ns);
+  // Woken by the exit, or by the deadline: the exit sets done before it
+  // claims, so done tells. A joiner the deadline woke leaves its place
+  // (under join_lock, where the exit reads it); a later join takes it again.
+  f->join_lock.lock();
+  const bool done = f->done.load(std::memory_order_relaxed);
+  if (!done && f->joiner == &me) f->joiner = nullptr;
+  f->join_lock.unlock();
+  return done;
+}
+
 void sleep_until_deadline(std::int64_t deadline_ns) {
   worker* w = worker_of_this_thread();
   fiber* f = w ? w->current_fiber() : nullptr;
@@ -681,7 +843,14 @@ namespace usched {
 std::ostream& operator<<(std::ostream& os, fiber_id id) { return os << "fiber#" << id.value(); }
 
 runtime::runtime() : runtime(options::from_env()) {}
-runtime::runtime(options opts) : impl_(std::make_unique<detail::runtime_impl>(std::move(opts))) {}
+runtime::runtime(options opts) : impl_(std::make_unique<detail::runtime_impl>(std::move(opts))) {
+  impl_->set_owner(this);
+}
+
+runtime* runtime::current() noexcept {
+  detail::runtime_impl* rt = detail::runtime_of_current_fiber();
+  return rt ? rt->owner() : nullptr;
+}
 runtime::~runtime() = default;
 unsigned runtime::workers() const noexcept { return impl_->nr_workers(); }
 const options& runtime::config() const noexcept { return impl_->config(); }

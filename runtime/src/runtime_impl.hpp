@@ -238,6 +238,14 @@ class runtime_impl {
   ~runtime_impl();
 
   const options& config() const noexcept { return opts_; }
+  // submit_blocking() queues a call for the blocking pool (blocking.hpp),
+  // starting a pool thread if every one is busy and the pool is below
+  // options::blocking_threads.
+  void submit_blocking(blocking_job* job);
+  // The public object that owns this runtime (runtime::current()); set by
+  // its constructor before anything can be spawned.
+  usched::runtime* owner() const noexcept { return owner_; }
+  void set_owner(usched::runtime* r) noexcept { owner_ = r; }
   unsigned nr_workers() const noexcept { return static_cast<unsigned>(workers_.size()); }
   worker& worker_at(int i) noexcept { return *workers_[static_cast<std::size_t>(i)]; }
   engine& eng() noexcept { return engine_; }
@@ -328,8 +336,25 @@ class runtime_impl {
   // stop_workers() tells every worker to stop and joins its thread.
   void stop_workers() noexcept;
   void recycle(fiber* f, worker* w) noexcept;
+  // The blocking pool's threads: each takes calls from the queue until
+  // the runtime stops it (stop_blocking_pool, after the last fiber).
+  void blocking_thread_main() noexcept;
+  void stop_blocking_pool() noexcept;
 
   options opts_;
+  // The blocking pool (usched::blocking): a FIFO of calls under a mutex,
+  // the threads started so far and how many of them wait for a call.
+  struct blocking_pool {
+    std::mutex mutex;
+    std::condition_variable ready;
+    blocking_job* head = nullptr;
+    blocking_job* tail = nullptr;
+    std::vector<std::thread> threads;
+    std::size_t queued = 0;  // calls in the queue
+    std::size_t idle = 0;    // threads waiting for a call
+    bool stopping = false;
+  } blocking_;
+  usched::runtime* owner_ = nullptr;
   topology topo_;
   std::vector<worker_place> places_;
   std::shared_ptr<spdlog::logger> log_;

@@ -196,18 +196,17 @@ std::cv_status condition_variable::wait_impl(std::unique_lock<mutex>& lk, std::i
   lk.unlock();
   detail::block(me, w.token, deadline_ns);
   std::cv_status status = std::cv_status::no_timeout;
-  // Without a timer only a notifier ends the wait, and it unlinked us
-  // before waking us: there is nothing to look at under lock_, which the
-  // notifier may still hold (it wakes under it), so do not queue behind it.
-  if (detail::has_timer(deadline_ns)) {
-    lock_.lock();
-    if (w.linked) {
-      // Still in the list: the deadline claimed the wait, nobody notified us.
-      waiters_.remove(w);
-      status = std::cv_status::timeout;
-    }
-    lock_.unlock();
+  // Taken even when only a notifier can have ended the wait: the notifier
+  // wakes under lock_, and once we have held it, it has let go of this
+  // object, which its owner may destroy when the waits it notified have
+  // returned (std's rule for a condition variable).
+  lock_.lock();
+  if (w.linked) {
+    // Still in the list: the deadline claimed the wait, nobody notified us.
+    waiters_.remove(w);
+    status = std::cv_status::timeout;
   }
+  lock_.unlock();
   lk.lock();
   return status;
 }
@@ -237,22 +236,24 @@ void wait_group::add(std::int64_t n) {
   std::lock_guard<detail::spinlock> g(lock_);
   if (count_ + n < 0) throw std::logic_error("usched::wait_group: count would go negative");
   count_ += n;
-  if (count_ == 0) {
-    while (detail::waiter* w = waiters_.pop_front()) detail::wake(*w->who, w->token);
-  }
+  if (count_ == 0) detail::notify_all(waiters_);
 }
 
-void wait_group::wait() {
-  detail::waitable& me = detail::current_waitable();
-  detail::waiter w;
-  w.who = &me;
-  {
-    std::lock_guard<detail::spinlock> g(lock_);
-    if (count_ == 0) return;
-    w.token = detail::prepare_wait(me, detail::wait_kind::wait_group, this);
-    waiters_.push_back(w);
+bool wait_group::wait_until_ns(std::int64_t deadline_ns, const std::stop_token& stop) {
+  lock_.lock();
+  if (count_ == 0) {
+    lock_.unlock();
+    return true;
   }
-  detail::block(me, w.token, -1);
+  detail::waiter w;
+  if (!detail::wait_in(lock_, waiters_, w, detail::wait_kind::wait_group, this, deadline_ns, stop)) return false;
+  // Woken by the done() that brought the count to zero, which wakes under
+  // lock_: take lock_ once before returning, so that a caller that destroys
+  // the wait_group next (the usual pattern: it lives on the waiter's
+  // stack) does so only after that done() has let go of it.
+  lock_.lock();
+  lock_.unlock();
+  return true;
 }
 
 std::int64_t wait_group::count() const noexcept {

@@ -196,6 +196,10 @@ void worker::fiber_entry(bctx::transfer_t t) {
   // state (see fp_control), take it now.
   if (!w->rt_.fp_in_frame()) [[unlikely]] w->rt_.initial_fp().load();
   self->task->invoke(self->task);
+  // Its fiber_local values end with it, on its own stack (their destructors
+  // may block), before anyone learns it is done. The table stays for the
+  // next fiber this one's memory serves.
+  if (self->locals) [[unlikely]] self->locals->clear();
   // The task may have moved to another worker: look again, once.
   w = worker_of_this_thread();
   w->rt_.fiber_done(self, w);

@@ -154,6 +154,11 @@ class condition_variable_any {
     lock_.lock();
     const bool notified = detail::wait_in(lock_, waiters_, w, detail::wait_kind::condition_variable_any, this,
                                           deadline_ns, stop, [&lk] { lk.unlock(); });
+    // A notifier wakes under lock_: taking it once means it has let go of
+    // this object, which its owner may destroy once the waits it notified
+    // have returned (std's rule for a condition variable).
+    lock_.lock();
+    lock_.unlock();
     lk.lock();
     return notified ? std::cv_status::no_timeout : std::cv_status::timeout;
   }

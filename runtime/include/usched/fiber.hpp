@@ -7,7 +7,9 @@
 #include <functional>
 #include <iosfwd>
 #include <new>
+#include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -46,6 +48,11 @@ struct spawn_options {
   // nice level is about 1.25x), 15..88761. Fair policies give CPU time in
   // proportion to weight and count load as weight x runnable time.
   unsigned weight = 1024;
+  // A name for the fiber in the runtime's diagnostics (the line of a
+  // detached fiber's uncaught exception, the destructor's report of
+  // blocked fibers), e.g. where it was spawned: "http accept loop". Not
+  // copied: it must outlive the fiber (a string literal does).
+  const char* label = nullptr;
 };
 
 namespace detail {
@@ -56,13 +63,37 @@ struct task_result : task_base {
   bool has_value = false;
   R& value() noexcept { return *std::launder(reinterpret_cast<R*>(storage)); }
 };
+// A callable that returns a reference: the fiber's result is the object
+// referred to, which the callable's owner keeps alive.
+template <class R>
+struct task_result<R&> : task_base {
+  R* target = nullptr;
+  bool has_value = false;
+  R& value() noexcept { return *target; }
+};
 template <>
 struct task_result<void> : task_base {};
+
+// Whether a callable takes a std::stop_token before its arguments (as
+// std::jthread's does): the fiber is then given one, and its join_handle
+// can request the stop. Preferred when the callable takes either.
+template <class Fn, class... Args>
+inline constexpr bool takes_stop_token_v = std::is_invocable_v<Fn, std::stop_token, Args...>;
+
+// The stop state of a fiber whose callable takes a stop token, in its task
+// frame; none for the others (a std::stop_source allocates its state).
+template <bool Stoppable>
+struct task_stop {};
+template <>
+struct task_stop<true> {
+  std::stop_source source;
+};
 
 // The frame of one spawned callable: the callable with its bound arguments,
 // then the result.
 template <class R, class Fn, class... Args>
-struct task final : task_result<R> {
+struct task final : task_result<R>, task_stop<takes_stop_token_v<Fn, Args...>> {
+  static constexpr bool stoppable = takes_stop_token_v<Fn, Args...>;
   using bound = std::tuple<Fn, Args...>;
   union {
     bound call;
@@ -72,18 +103,35 @@ struct task final : task_result<R> {
   explicit task(F&& f, A&&... args) : call(std::forward<F>(f), std::forward<A>(args)...) {
     this->invoke = &task::run;
     this->destroy = &task::drop;
+    if constexpr (stoppable) this->stop = &this->source;
   }
   ~task() {}
+
+  // The call, with the fiber's stop token first if the callable takes one.
+  R call_once() {
+    if constexpr (stoppable) {
+      return std::apply(
+          [this](auto&&... a) -> R { return invoke_first(this->source.get_token(), std::move(a)...); },
+          std::move(call));
+    } else {
+      return std::apply([](auto&&... a) -> R { return std::invoke(std::move(a)...); }, std::move(call));
+    }
+  }
+  template <class Fn2, class... A>
+  static R invoke_first(std::stop_token token, Fn2&& fn, A&&... args) {
+    return std::invoke(std::forward<Fn2>(fn), std::move(token), std::forward<A>(args)...);
+  }
 
   static void run(task_base* base) noexcept {
     auto* self = static_cast<task*>(base);
     try {
       if constexpr (std::is_void_v<R>) {
-        std::apply([](auto&&... a) { std::invoke(std::move(a)...); }, std::move(self->call));
+        self->call_once();
+      } else if constexpr (std::is_lvalue_reference_v<R>) {
+        self->target = &self->call_once();
+        self->has_value = true;
       } else {
-        ::new (static_cast<void*>(self->storage))
-            R(std::apply([](auto&&... a) -> R { return std::invoke(std::move(a)...); },
-                         std::move(self->call)));
+        ::new (static_cast<void*>(self->storage)) R(self->call_once());
         self->has_value = true;
       }
     } catch (...) {
@@ -94,7 +142,7 @@ struct task final : task_result<R> {
 
   static void drop(task_base* base) noexcept {
     auto* self = static_cast<task*>(base);
-    if constexpr (!std::is_void_v<R>) {
+    if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
       if (self->has_value) self->value().~R();
     }
     self->~task();
@@ -102,7 +150,34 @@ struct task final : task_result<R> {
 };
 
 template <class F, class... Args>
-using spawn_result_t = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>...>;
+struct spawn_result {
+  using type = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>...>;
+};
+template <class F, class... Args>
+  requires takes_stop_token_v<std::decay_t<F>, std::decay_t<Args>...>
+struct spawn_result<F, Args...> {
+  using type = std::invoke_result_t<std::decay_t<F>, std::stop_token, std::decay_t<Args>...>;
+};
+template <class F, class... Args>
+using spawn_result_t = typename spawn_result<F, Args...>::type;
+
+// What try_join(), join_for() and join_until() return: the result if the
+// fiber finished in time, nothing otherwise (for a void fiber: whether it
+// finished; for a reference: a reference_wrapper).
+template <class R>
+struct timed_join {
+  using type = std::optional<R>;
+  static type of(R&& v) { return type(std::move(v)); }
+};
+template <class R>
+struct timed_join<R&> {
+  using type = std::optional<std::reference_wrapper<R>>;
+  static type of(R& v) { return type(std::ref(v)); }
+};
+template <>
+struct timed_join<void> {
+  using type = bool;
+};
 
 }  // namespace detail
 
@@ -137,6 +212,41 @@ class join_handle {
 
   fiber_id id() const noexcept { return fiber_id(fiber_ ? detail::fiber_id_of(fiber_) : 0); }
 
+  // The result of try_join(), join_for(), join_until(): std::optional<R>
+  // (std::optional<std::reference_wrapper<T>> for R = T&), bool for void.
+  using timed_result = typename detail::timed_join<R>::type;
+
+  // try_join() is join() if the fiber has finished, else it returns an
+  // empty result at once and the handle stays joinable. join_for() and
+  // join_until() wait for it at most until the time (any clock, as
+  // condition_variable's waits); a fiber that threw rethrows here as from
+  // join(). Require joinable().
+  timed_result try_join() { return join_by(0); }
+  template <class Rep, class Period>
+  timed_result join_for(const std::chrono::duration<Rep, Period>& d) {
+    return join_by(detail::deadline_after(d));
+  }
+  template <class Clock, class Duration>
+  timed_result join_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return join_by(detail::deadline_at(t));
+  }
+
+  // Cancellation, as std::jthread has it: a fiber whose callable takes a
+  // std::stop_token first was given one; request_stop() asks it to stop
+  // (true if this call made the request), get_stop_source() and
+  // get_stop_token() share its stop state. For a fiber whose callable takes
+  // no token there is no stop state: request_stop() is false and the
+  // source is std::nostopstate. The request is a flag the fiber reads, and
+  // every blocking wait of the task API has an overload that takes the
+  // token and returns when stop is requested (docs/api.md).
+  bool request_stop() noexcept { return task_ && task_->stop && task_->stop->request_stop(); }
+  std::stop_source get_stop_source() const noexcept {
+    return task_ && task_->stop ? *task_->stop : std::stop_source(std::nostopstate);
+  }
+  std::stop_token get_stop_token() const noexcept {
+    return task_ && task_->stop ? task_->stop->get_token() : std::stop_token();
+  }
+
   // join() blocks the calling fiber (or OS thread) until the fiber returns,
   // then returns its result or rethrows its exception. Requires joinable().
   R join() {
@@ -154,6 +264,10 @@ class join_handle {
     }
     if constexpr (std::is_void_v<R>) {
       detail::release_fiber(f);
+    } else if constexpr (std::is_lvalue_reference_v<R>) {
+      R r = t->value();
+      detail::release_fiber(f);
+      return r;
     } else {
       struct release_on_exit {
         detail::fiber* f;
@@ -178,6 +292,17 @@ class join_handle {
                            Args&&... args) -> join_handle<detail::spawn_result_t<F, Args...>>;
   join_handle(detail::fiber* f, detail::task_result<R>* t) noexcept : fiber_(f), task_(t) {}
 
+  timed_result join_by(std::int64_t deadline_ns) {
+    if (!fiber_) throw std::logic_error("usched::join_handle: not joinable");
+    if (!detail::join_fiber_until(fiber_, deadline_ns)) return timed_result{};
+    if constexpr (std::is_void_v<R>) {
+      join();
+      return true;
+    } else {
+      return detail::timed_join<R>::of(join());
+    }
+  }
+
   detail::fiber* fiber_ = nullptr;
   detail::task_result<R>* task_ = nullptr;
 };
@@ -186,8 +311,8 @@ template <class F, class... Args>
 auto detail_spawn(detail::runtime_impl& rt, const spawn_options& opts, F&& f, Args&&... args)
     -> join_handle<detail::spawn_result_t<F, Args...>> {
   using R = detail::spawn_result_t<F, Args...>;
-  static_assert(!std::is_reference_v<R>,
-                "a spawned callable must return a value or void, not a reference");
+  static_assert(!std::is_rvalue_reference_v<R>,
+                "a spawned callable must return a value, an lvalue reference or void, not an rvalue reference");
   using frame = detail::task<R, std::decay_t<F>, std::decay_t<Args>...>;
   detail::fiber_slot slot = detail::allocate_fiber(rt, sizeof(frame), alignof(frame), opts);
   frame* t;

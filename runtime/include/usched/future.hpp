@@ -354,10 +354,16 @@ using async_result_t = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>.
 // The body of an async fiber: the callable and its arguments arrive as the
 // spawned frame's bound values, and what the call returns or throws goes to
 // the state. Nothing escapes the fiber, so its join never rethrows.
+// Constrained to the call it makes, so that spawn's test for a callable
+// that takes a std::stop_token first sees that this one does not (an
+// unconstrained generic lambda would be instantiated with the token as the
+// callable).
 template <class R>
 auto async_body(future_state<R>* s) {
-  return [s](auto&&... a) noexcept {
-    s->store_result_of([&]() -> R { return std::invoke(std::forward<decltype(a)>(a)...); });
+  return [s]<class... A>(A&&... a) noexcept -> void
+    requires std::is_invocable_v<A...>
+  {
+    s->store_result_of([&]() -> R { return std::invoke(std::forward<A>(a)...); });
   };
 }
 

@@ -80,6 +80,13 @@ struct options {
   // Pin workers to their PUs (USCHED_PIN=0 disables).
   bool pin = true;
 
+  // The most OS threads usched::blocking() runs calls on at once
+  // (USCHED_BLOCKING_THREADS), 1..4096. Threads are started as calls
+  // need them and kept until the runtime ends; a call that finds them all
+  // busy waits in line. They are not workers: a blocked read() there
+  // stalls no fiber but its caller.
+  unsigned blocking_threads = 64;
+
   // CFS-family local discipline (ignored by FIFO policies). The period over
   // which every runnable fiber should run once (sched_latency), the least a
   // fiber runs before the tick may end its slice (min_granularity), and how

@@ -101,9 +101,14 @@ class runtime {
   // run() runs f() as a fiber, blocks the calling thread until it returns, and
   // returns its value or rethrows its exception.
   template <class F>
-  auto run(F&& f) {
+  decltype(auto) run(F&& f) {
     return spawn(std::forward<F>(f)).join();
   }
+
+  // current() is the runtime of the calling fiber, or null on a thread
+  // that is not running one of a runtime's fibers: library code can spawn
+  // (current()->spawn(...)) without being handed the runtime.
+  static runtime* current() noexcept;
 
   // Number of workers.
   unsigned workers() const noexcept;

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <usched/barrier.hpp>
+#include <usched/blocking.hpp>
 #include <usched/channel.hpp>
 #include <usched/condition_variable.hpp>
 #include <usched/error.hpp>
 #include <usched/fiber.hpp>
+#include <usched/fiber_local.hpp>
 #include <usched/future.hpp>
 #include <usched/latch.hpp>
 #include <usched/mutex.hpp>
@@ -19,4 +21,5 @@
 #include <usched/runtime.hpp>
 #include <usched/semaphore.hpp>
 #include <usched/shared_mutex.hpp>
+#include <usched/task_group.hpp>
 #include <usched/wait_group.hpp>

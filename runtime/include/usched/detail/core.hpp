@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <stop_token>
 
 namespace usched {
 struct spawn_options;
@@ -26,6 +27,9 @@ struct task_base {
   // Destroys the stored result.
   void (*destroy)(task_base*) noexcept = nullptr;
   std::exception_ptr error;
+  // The fiber's stop state, for a callable that takes a std::stop_token
+  // (its frame holds the source); null for the others.
+  std::stop_source* stop = nullptr;
 };
 
 // Memory for a task frame inside a fresh fiber.
@@ -55,6 +59,9 @@ void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_option
 
 // join_fiber() blocks the calling fiber or thread until `f` has finished.
 void join_fiber(fiber* f);
+// join_fiber_until() is join_fiber() that gives up at `deadline_ns`
+// (usched/detail/deadline.hpp; 0: do not wait): true if `f` has finished.
+bool join_fiber_until(fiber* f, std::int64_t deadline_ns);
 // fiber_finished() tells whether `f` has finished, without blocking.
 bool fiber_finished(const fiber* f) noexcept;
 // release_fiber() drops the join_handle's reference after a join.
@@ -64,6 +71,30 @@ void release_fiber(fiber* f) noexcept;
 // and the exception goes to stderr and the process aborts.
 void detach_fiber(fiber* f) noexcept;
 std::uint64_t fiber_id_of(const fiber* f) noexcept;
+
+// The calling fiber's fiber_local values (or, on a plain thread, the
+// thread's): fiber_local_find() is the value of the fiber_local `key`, or
+// null if the caller has none yet; fiber_local_add() records a new one,
+// destroyed with `destroy` when the fiber returns (the thread exits). On
+// bad_alloc it destroys `value` and rethrows. new_fiber_local_key() is a
+// key no other fiber_local has had in this process.
+void* fiber_local_find(std::uint64_t key) noexcept;
+void fiber_local_add(std::uint64_t key, void* value, void (*destroy)(void*) noexcept);
+std::uint64_t new_fiber_local_key() noexcept;
+
+// A call usched::blocking() runs on the blocking pool: `run` makes the
+// call (and keeps its result or exception); then the pool thread resumes
+// `who`, which armed `token` and blocked. It lives on the caller's stack.
+struct waitable;
+struct blocking_job {
+  void (*run)(blocking_job*) noexcept = nullptr;
+  waitable* who = nullptr;
+  std::uint64_t token = 0;
+  blocking_job* next = nullptr;  // the pool's queue
+};
+// run_blocking() runs `job` on `rt`'s blocking pool and blocks the calling
+// fiber until it has run.
+void run_blocking(runtime_impl& rt, blocking_job& job);
 
 // sleep_until_deadline() blocks the calling fiber (or thread) until
 // `deadline_ns` (usched/detail/deadline.hpp: steady-clock ns, 0 is due now,

@@ -1,0 +1,373 @@
+// The task API around a fiber: cancellation with std::stop_token (as
+// std::jthread), timed and non-blocking joins, reference results,
+// wait_group's timed waits, task_group, fiber_local, runtime::current() and
+// blocking(). The cases that involve scheduling run under every policy with
+// 1, 2, 4 and 8 workers.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <usched/usched.hpp>
+
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+using usched::test::all_configs;
+using usched::test::label;
+
+namespace {
+
+// Yields until `done()` or `limit` has passed; returns done(). Bounds a
+// wait for something another fiber does, so that a bug fails a check
+// instead of hanging the suite; it orders nothing.
+template <class Done>
+bool yield_until(Done done, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    usched::this_fiber::yield();
+  }
+  return true;
+}
+
+int global_value = 7;
+
+// Counts its live instances: fiber_local's values must all be destroyed.
+struct tracked {
+  static inline std::atomic<int> alive{0};
+  int value = 0;
+  tracked() { ++alive; }
+  tracked(const tracked& o) : value(o.value) { ++alive; }
+  ~tracked() { --alive; }
+};
+
+}  // namespace
+
+TEST_CASE("task api: a fiber whose callable takes a stop_token is stopped through its handle",
+          "[task_api][cancel]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  rt.run([] {
+    std::vector<usched::join_handle<long>> hs;
+    for (int i = 0; i < 8; ++i) {
+      // The token comes first, then the arguments, as with std::jthread.
+      hs.push_back(usched::spawn(
+          [](std::stop_token st, long step) {
+            long n = 0;
+            while (!st.stop_requested()) {
+              n += step;
+              usched::this_fiber::yield();
+            }
+            return n;
+          },
+          1L));
+    }
+    usched::this_fiber::yield();
+    for (auto& h : hs) {
+      CHECK(h.get_stop_source().stop_possible());
+      CHECK_FALSE(h.get_stop_token().stop_requested());
+      CHECK(h.request_stop());
+      CHECK_FALSE(h.request_stop());  // only the first call makes the request
+      CHECK(h.get_stop_token().stop_requested());
+    }
+    for (auto& h : hs) CHECK(h.join() >= 0);
+    // A callable without a token has no stop state.
+    auto plain = usched::spawn([] { return 1; });
+    CHECK_FALSE(plain.request_stop());
+    CHECK_FALSE(plain.get_stop_source().stop_possible());
+    CHECK_FALSE(plain.get_stop_token().stop_possible());
+    CHECK(plain.join() == 1);
+  });
+}
+
+TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_api][cancel]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  rt.run([] {
+    usched::latch never_zero(1);
+    usched::counting_semaphore<4> no_permits(0);
+    usched::timed_mutex held;
+    usched::shared_mutex written;
+    usched::condition_variable_any cv;
+    usched::mutex cv_mutex;
+    usched::wait_group busy(1);
+    held.lock();
+    written.lock();
+    // Each fiber blocks in one kind of wait, with its own stop token, and
+    // reports how the wait ended: false means "given up on a stop".
+    std::vector<usched::join_handle<bool>> hs;
+    hs.push_back(usched::spawn([&](std::stop_token st) { return never_zero.wait(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) { return no_permits.acquire(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) { return held.lock(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) { return written.lock(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) { return written.lock_shared(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      std::unique_lock<usched::mutex> lk(cv_mutex);
+      return cv.wait(lk, st, [] { return false; });
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) { return busy.wait(st); }));
+    usched::this_fiber::sleep_for(2ms);
+    for (auto& h : hs) h.request_stop();
+    for (auto& h : hs) CHECK_FALSE(h.join());
+    held.unlock();
+    written.unlock();
+    busy.done();
+  });
+}
+
+TEST_CASE("task api: try_join, join_for and join_until wait at most until their time", "[task_api][join]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  rt.run([] {
+    usched::channel<int> go(1);
+    auto h = usched::spawn([&] { return go.recv().value() * 2; });
+    CHECK_FALSE(h.try_join().has_value());
+    CHECK_FALSE(h.join_for(1ms).has_value());
+    CHECK_FALSE(h.join_until(std::chrono::system_clock::now() + 1ms).has_value());
+    CHECK_FALSE(h.join_until(std::chrono::steady_clock::now() - 1h).has_value());
+    CHECK(h.joinable());
+    go.send(21);
+    const auto r = h.join_for(10s);
+    REQUIRE(r.has_value());
+    CHECK(*r == 42);
+    CHECK_FALSE(h.joinable());
+
+    // void: whether it finished; an exception rethrows from the timed join.
+    auto v = usched::spawn([&] { (void)go.recv(); });
+    CHECK_FALSE(v.try_join());
+    go.send(1);
+    CHECK(v.join_until(std::chrono::steady_clock::now() + 10s));
+    auto thrower = usched::spawn([] { throw std::runtime_error("late"); });
+    CHECK_THROWS_WITH(thrower.join_for(10s), "late");
+    CHECK_FALSE(thrower.joinable());
+
+    // Many fibers timing out on one joinee while it finishes: each sees it
+    // finished or not, and the last join gets the value.
+    auto slow = usched::spawn([&] { return go.recv().value(); });
+    std::atomic<int> timeouts{0};
+    std::vector<usched::join_handle<void>> tries;
+    for (int i = 0; i < 4; ++i) {
+      tries.push_back(usched::spawn([&] {
+        // Only one handle may join: the others watch with done().
+        for (int k = 0; k < 10 && !slow.done(); ++k) {
+          usched::this_fiber::sleep_for(100us);
+          ++timeouts;
+        }
+      }));
+    }
+    go.send(5);
+    for (auto& t : tries) t.join();
+    CHECK(slow.join_for(10s).value() == 5);
+  });
+}
+
+TEST_CASE("task api: a fiber may return a reference", "[task_api][join]") {
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  int& r = rt.run([]() -> int& { return global_value; });
+  CHECK(&r == &global_value);
+  auto h = rt.spawn([]() -> int& { return global_value; });
+  auto got = h.join_for(10s);
+  REQUIRE(got.has_value());
+  CHECK(&got->get() == &global_value);
+}
+
+TEST_CASE("task api: wait_group's timed and stoppable waits", "[task_api][wait_group]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  rt.run([] {
+    usched::wait_group wg(1);
+    CHECK_FALSE(wg.wait_for(1ms));
+    CHECK_FALSE(wg.wait_until(std::chrono::system_clock::now() + 1ms));
+    std::stop_source stop;
+    stop.request_stop();
+    CHECK_FALSE(wg.wait(stop.get_token()));
+    std::vector<usched::join_handle<bool>> waiters;
+    for (int i = 0; i < 8; ++i) waiters.push_back(usched::spawn([&] { return wg.wait_for(10s); }));
+    usched::this_fiber::yield();
+    wg.done();
+    for (auto& w : waiters) CHECK(w.join());
+    CHECK(wg.wait_for(0ms));  // zero already: no wait at all
+    // The usual pattern: the group on the waiter's stack, destroyed as soon
+    // as the wait returns, while the last done() may still be returning.
+    for (int round = 0; round < 50; ++round) {
+      usched::wait_group local(4);
+      for (int i = 0; i < 4; ++i) usched::spawn([&local] { local.done(); }).detach();
+      local.wait();
+    }
+  });
+}
+
+TEST_CASE("task api: task_group joins everything it started and rethrows the first exception",
+          "[task_api][task_group]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  rt.run([] {
+    std::atomic<long> sum{0};
+    {
+      usched::task_group g;
+      for (long i = 1; i <= 100; ++i) {
+        g.spawn([&sum](long k) { sum += k; }, i);
+      }
+      g.wait();
+      CHECK(sum.load() == 5050);
+      // Reusable after a wait; nested groups; spawning from the group's tasks.
+      g.spawn([&] {
+        usched::task_group inner;
+        for (int i = 0; i < 10; ++i) inner.spawn([&] { sum += 1; });
+        inner.wait();
+      });
+      g.wait();
+      CHECK(sum.load() == 5060);
+    }
+
+    // The first exception is rethrown by wait(), once, and the others are
+    // asked to stop through the group's token.
+    usched::task_group g;
+    std::atomic<int> stopped{0};
+    for (int i = 0; i < 6; ++i) {
+      g.spawn([&](std::stop_token st) {
+        if (!yield_until([&] { return st.stop_requested(); })) return;
+        ++stopped;
+      });
+    }
+    g.spawn([] { throw std::runtime_error("first"); });
+    CHECK_THROWS_WITH(g.wait(), "first");
+    CHECK(stopped.load() == 6);
+    CHECK(g.stop_requested());
+    g.wait();  // seen once: nothing to rethrow now
+
+    // The destructor waits: nothing the group started outlives the scope.
+    std::atomic<int> finished{0};
+    {
+      usched::task_group scoped;
+      for (int i = 0; i < 20; ++i) {
+        scoped.spawn([&] {
+          usched::this_fiber::sleep_for(100us);
+          ++finished;
+        });
+      }
+    }
+    CHECK(finished.load() == 20);
+
+    // Leaving the scope by an exception requests stop, then waits.
+    std::atomic<bool> saw_stop{false};
+    try {
+      usched::task_group unwinding;
+      unwinding.spawn([&](std::stop_token st) { saw_stop = yield_until([&] { return st.stop_requested(); }); });
+      throw std::logic_error("leaving");
+    } catch (const std::logic_error&) {
+    }
+    CHECK(saw_stop.load());
+  });
+}
+
+TEST_CASE("task api: task_group used from a plain thread", "[task_api][task_group]") {
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  std::atomic<int> n{0};
+  usched::task_group g(rt);
+  for (int i = 0; i < 50; ++i) g.spawn([&] { ++n; });
+  g.wait();
+  CHECK(n.load() == 50);
+  CHECK_THROWS_AS(usched::task_group(), std::logic_error);  // no current runtime here
+}
+
+TEST_CASE("task api: fiber_local gives every fiber its own value, destroyed when it returns",
+          "[task_api][fiber_local]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  static usched::fiber_local<tracked> local;
+  static usched::fiber_local<std::string> named(std::string("unnamed"));
+  // This thread's own value (made below, in an earlier run of this case)
+  // stays until the thread exits.
+  const int before = tracked::alive.load();
+  rt.run([] {
+    std::vector<usched::join_handle<bool>> hs;
+    for (int i = 0; i < 64; ++i) {
+      hs.push_back(usched::spawn([i] {
+        local->value = i;
+        bool ok = *named == "unnamed";
+        *named = "fiber " + std::to_string(i);
+        for (int k = 0; k < 20; ++k) {
+          usched::this_fiber::yield();  // may resume on another worker
+          ok = ok && local->value == i && *named == "fiber " + std::to_string(i);
+        }
+        return ok;
+      }));
+    }
+    for (auto& h : hs) CHECK(h.join());
+  });
+  // Each fiber's value was destroyed as it returned (the runner's too).
+  CHECK(tracked::alive.load() == before);
+  // On a plain thread: per thread.
+  local->value = 99;
+  std::thread([] { CHECK(local->value == 0); }).join();
+  CHECK(local->value == 99);
+}
+
+TEST_CASE("task api: runtime::current() is the calling fiber's runtime", "[task_api]") {
+  usched::runtime a(usched::test::make_options("cfs", 1));
+  usched::runtime b(usched::test::make_options("steal", 1));
+  CHECK(usched::runtime::current() == nullptr);
+  CHECK(a.run([] { return usched::runtime::current(); }) == &a);
+  CHECK(b.run([] { return usched::runtime::current(); }) == &b);
+  // Library code can spawn without being handed the runtime.
+  CHECK(a.run([] { return usched::runtime::current()->spawn([] { return 3; }).join(); }) == 3);
+}
+
+TEST_CASE("task api: blocking() runs more calls than pool threads, and the worker keeps running fibers",
+          "[task_api][blocking]") {
+  usched::options o = usched::test::make_options("cfs", 1);
+  o.blocking_threads = 2;
+  usched::runtime rt(o);
+  std::atomic<int> in_pool{0}, most_in_pool{0};
+  const auto call = [&](int i) {
+    const int now = ++in_pool;
+    int seen = most_in_pool.load();
+    while (now > seen && !most_in_pool.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(5ms);  // a call that blocks its OS thread
+    --in_pool;
+    return i * 10;
+  };
+  const bool ok = rt.run([&] {
+    // A fiber on the same (only) worker keeps running while calls block.
+    std::atomic<bool> calls_done{false};
+    std::atomic<long> ticks{0};
+    auto ticker = usched::spawn([&] {
+      while (!calls_done) {
+        ++ticks;
+        usched::this_fiber::yield();
+      }
+    });
+    std::vector<usched::join_handle<int>> hs;
+    for (int i = 0; i < 8; ++i) hs.push_back(usched::spawn([&, i] { return usched::blocking(call, i); }));
+    int sum = 0;
+    for (auto& h : hs) sum += h.join();
+    calls_done = true;
+    ticker.join();
+    return sum == 280 && ticks.load() > 0;
+  });
+  CHECK(ok);
+  CHECK(most_in_pool.load() <= 2);
+  CHECK(most_in_pool.load() >= 1);
+  // Exceptions and references come back; outside a fiber it runs inline.
+  CHECK_THROWS_WITH(rt.run([] { return usched::blocking([]() -> int { throw std::runtime_error("io"); }); }),
+                    "io");
+  CHECK(&rt.run([]() -> int& { return usched::blocking([]() -> int& { return global_value; }); }) ==
+        &global_value);
+  const auto caller = std::this_thread::get_id();
+  CHECK(usched::blocking([&] { return std::this_thread::get_id() == caller; }));
+}
