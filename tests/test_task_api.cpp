@@ -115,12 +115,20 @@ TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_a
       return cv.wait(lk, st, [] { return false; });
     }));
     hs.push_back(usched::spawn([&](std::stop_token st) { return busy.wait(st); }));
+    usched::promise<int> never_set;
+    auto pending = never_set.get_future().share();
+    hs.push_back(usched::spawn([&](std::stop_token st) { return pending.wait(st); }));
+    auto blocked_joinee = usched::spawn([&] { return busy.wait_for(10s); });
+    hs.push_back(usched::spawn([&](std::stop_token st) { return blocked_joinee.join(st).has_value(); }));
     usched::this_fiber::sleep_for(2ms);
     for (auto& h : hs) h.request_stop();
     for (auto& h : hs) CHECK_FALSE(h.join());
     held.unlock();
     written.unlock();
     busy.done();
+    CHECK(blocked_joinee.join());
+    never_set.set_value(1);
+    CHECK(pending.wait(std::stop_token{}));
   });
 }
 

@@ -754,9 +754,11 @@ void report_unobserved_group_exception(const std::exception_ptr& e) noexcept {
   die("a task_group was destroyed without a wait() after a task threw: " + what + "; aborting");
 }
 
-bool join_fiber_until(fiber* f, std::int64_t deadline_ns) {
+bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token& stop) {
   if (f->done.load(std::memory_order_acquire)) return true;
-  if (deadline_ns == 0 || (has_timer(deadline_ns) && deadline_ns <= now_ns())) return false;
+  if (deadline_ns == 0 || (has_timer(deadline_ns) && deadline_ns <= now_ns()) || stop.stop_requested()) {
+    return false;
+  }
   waitable& me = current_waitable();
   f->join_lock.lock();
   if (f->done.load(std::memory_order_relaxed)) {
@@ -771,8 +773,8 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns) {
     worker* w = worker_of_this_thread();
     w->rt().eng().hand_off(w->index(), f);
   }
-  block(me, token, deadline_ns);
-  // Woken by the exit, or by the deadline: the exit sets done before it
+  block(me, token, deadline_ns, stop);
+  // Woken by the exit, or by the deadline or a stop: the exit sets done before it
   // claims, so done tells. A joiner the deadline woke leaves its place
   // (under join_lock, where the exit reads it); a later join takes it again.
   f->join_lock.lock();

@@ -230,6 +230,9 @@ class join_handle {
   timed_result join_until(const std::chrono::time_point<Clock, Duration>& t) {
     return join_by(detail::deadline_at(t));
   }
+  // join(stop) is join() that gives up once `stop` is requested (the
+  // caller's token, not the joined fiber's): an empty result then.
+  timed_result join(const std::stop_token& stop) { return join_by(detail::far_deadline_ns, stop); }
 
   // Cancellation, as std::jthread has it: a fiber whose callable takes a
   // std::stop_token first was given one; request_stop() asks it to stop
@@ -292,9 +295,9 @@ class join_handle {
                            Args&&... args) -> join_handle<detail::spawn_result_t<F, Args...>>;
   join_handle(detail::fiber* f, detail::task_result<R>* t) noexcept : fiber_(f), task_(t) {}
 
-  timed_result join_by(std::int64_t deadline_ns) {
+  timed_result join_by(std::int64_t deadline_ns, const std::stop_token& stop = {}) {
     if (!fiber_) throw std::logic_error("usched::join_handle: not joinable");
-    if (!detail::join_fiber_until(fiber_, deadline_ns)) return timed_result{};
+    if (!detail::join_fiber_until(fiber_, deadline_ns, stop)) return timed_result{};
     if constexpr (std::is_void_v<R>) {
       join();
       return true;

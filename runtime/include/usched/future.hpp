@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stop_token>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -181,17 +182,38 @@ class future_state_base {
   // deadline of usched/detail/deadline.hpp) passes. A deferred call is
   // never started by a timed wait: until its result is ready that is
   // future_status::deferred, as std (and libstdc++) have it. Takes lock_.
-  future_status wait_until(std::int64_t deadline_ns) {
+  future_status wait_until(std::int64_t deadline_ns, const std::stop_token& stop = {}) {
     if (ready()) return future_status::ready;
     std::unique_lock<spinlock> lk(lock_);
     if (ready_.load(std::memory_order_relaxed)) return future_status::ready;
     if (deferred_ != deferred::none) return future_status::deferred;
     // Already due: do not suspend only to be resumed by the timer.
     if (has_timer(deadline_ns) && deadline_ns <= steady_now_ns()) return future_status::timeout;
+    if (stop.stop_requested()) return future_status::timeout;
     waiter w;
-    if (wait_in(lk, waiters_, w, wait_kind::future, this, deadline_ns)) return future_status::ready;
-    // The timer won; a result published at the same moment still counts.
+    if (wait_in(lk, waiters_, w, wait_kind::future, this, deadline_ns, stop)) return future_status::ready;
+    // The timer or the stop won; a result published at the same moment
+    // still counts.
     return ready() ? future_status::ready : future_status::timeout;
+  }
+  // wait() that gives up once `stop` is requested: true if the result is
+  // ready. A deferred call runs here, as with wait() (a stop request
+  // cannot interrupt it once it runs).
+  bool wait(const std::stop_token& stop) {
+    if (!stop.stop_possible()) {
+      wait();
+      return true;
+    }
+    if (ready()) return true;
+    {
+      std::unique_lock<spinlock> lk(lock_);
+      if (deferred_ == deferred::pending) {
+        lk.unlock();
+        wait();
+        return true;
+      }
+    }
+    return wait_until(no_deadline, stop) == future_status::ready;
   }
 
   // claim() makes the caller the state's producer; promise_already_satisfied
@@ -417,6 +439,9 @@ class future {
   // result is not ready (not started, or running on another waiter). Any clock (usched/detail/deadline.hpp). future_error(no_state)
   // if !valid().
   void wait() const { checked().wait(); }
+  // usched extension: wait() that gives up once `stop` is requested; true
+  // if the result is ready.
+  [[nodiscard]] bool wait(const std::stop_token& stop) const { return checked().wait(stop); }
   template <class Rep, class Period>
   future_status wait_for(const std::chrono::duration<Rep, Period>& d) const {
     return checked().wait_until(detail::deadline_after(d));
@@ -468,6 +493,9 @@ class shared_future {
 
   // As future's.
   void wait() const { checked().wait(); }
+  // usched extension: wait() that gives up once `stop` is requested; true
+  // if the result is ready.
+  [[nodiscard]] bool wait(const std::stop_token& stop) const { return checked().wait(stop); }
   template <class Rep, class Period>
   future_status wait_for(const std::chrono::duration<Rep, Period>& d) const {
     return checked().wait_until(detail::deadline_after(d));

@@ -60,8 +60,9 @@ void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_option
 // join_fiber() blocks the calling fiber or thread until `f` has finished.
 void join_fiber(fiber* f);
 // join_fiber_until() is join_fiber() that gives up at `deadline_ns`
-// (usched/detail/deadline.hpp; 0: do not wait): true if `f` has finished.
-bool join_fiber_until(fiber* f, std::int64_t deadline_ns);
+// (usched/detail/deadline.hpp; 0: do not wait) or once `stop` is
+// requested: true if `f` has finished.
+bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token& stop = {});
 // fiber_finished() tells whether `f` has finished, without blocking.
 bool fiber_finished(const fiber* f) noexcept;
 // release_fiber() drops the join_handle's reference after a join.
