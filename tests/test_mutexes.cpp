@@ -70,11 +70,14 @@ TEST_CASE("timed_mutex: exclusion, timed attempts that fail while held and succe
 
     // Held by another fiber: timed attempts on any clock time out.
     std::atomic<bool> held{false}, release{false};
+    // (Checks are made by the test's own fiber only: Catch2's assertions
+    // are not thread-safe, and fibers on other workers run concurrently.)
     auto holder = usched::spawn([&] {
       m.lock();
       held = true;
-      REQUIRE(yield_until([&] { return release.load(); }));
+      const bool released = yield_until([&] { return release.load(); });
       m.unlock();
+      return released;
     });
     REQUIRE(yield_until([&] { return held.load(); }));
     CHECK_FALSE(m.try_lock());
@@ -84,7 +87,7 @@ TEST_CASE("timed_mutex: exclusion, timed attempts that fail while held and succe
     release = true;
     CHECK(m.try_lock_for(10s));
     m.unlock();
-    holder.join();
+    CHECK(holder.join());
   });
 }
 
@@ -185,7 +188,7 @@ TEST_CASE("recursive_mutex: the owning fiber relocks across switches and migrati
           usched::this_fiber::yield();
           {
             std::lock_guard<usched::recursive_mutex> inner(m);
-            CHECK(m.try_lock());
+            if (!m.try_lock()) ++overlap;  // the owner's try_lock must succeed
             ++counter;
             m.unlock();
           }
@@ -203,11 +206,12 @@ TEST_CASE("recursive_mutex: the owning fiber relocks across switches and migrati
       m.lock();
       m.lock();
       stage = 1;
-      REQUIRE(yield_until([&] { return stage.load() == 2; }));
+      bool ok = yield_until([&] { return stage.load() == 2; });
       m.unlock();
       stage = 3;
-      REQUIRE(yield_until([&] { return stage.load() == 4; }));
+      ok = yield_until([&] { return stage.load() == 4; }) && ok;
       m.unlock();
+      return ok;
     });
     REQUIRE(yield_until([&] { return stage.load() == 1; }));
     CHECK_FALSE(m.try_lock());
@@ -217,7 +221,7 @@ TEST_CASE("recursive_mutex: the owning fiber relocks across switches and migrati
     stage = 4;
     m.lock();  // blocks until the second unlock
     m.unlock();
-    owner.join();
+    CHECK(owner.join());
   });
 }
 
@@ -467,5 +471,84 @@ TEST_CASE("condition_variable_any: the stop-token waits return when stop is requ
     // The predicate's value is returned: true when it holds.
     std::unique_lock<usched::mutex> lk(m);
     CHECK(cv.wait(lk, stop.get_token(), [] { return true; }));
+  });
+}
+
+// Boost.Fiber's own mutex cases (test/test_mutex*.cpp, after Boost.Thread's),
+// for the four std mutex types, without their wall-clock margins: a lock's
+// states through std::unique_lock; two fibers excluding each other across
+// yields; a recursive type locked twice by one owner; and a timed attempt
+// that fails while another fiber holds the lock (never before its time)
+// and succeeds when the lock is released before its deadline.
+namespace {
+
+template <class M>
+constexpr bool is_recursive_v =
+    std::is_same_v<M, usched::recursive_mutex> || std::is_same_v<M, usched::recursive_timed_mutex>;
+template <class M>
+constexpr bool is_timed_v = std::is_same_v<M, usched::timed_mutex> || std::is_same_v<M, usched::recursive_timed_mutex>;
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("mutexes: Boost.Fiber's lock, exclusion, recursion and timed cases", "[mutex][boost_fiber]",
+                   usched::mutex, usched::timed_mutex, usched::recursive_mutex, usched::recursive_timed_mutex) {
+  using M = TestType;
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  rt.run([] {
+    M m;
+    {
+      std::unique_lock<M> lk(m, std::defer_lock);
+      CHECK_FALSE(lk.owns_lock());
+      lk.lock();
+      CHECK(lk.owns_lock());
+      lk.unlock();
+      CHECK_FALSE(lk.owns_lock());
+      CHECK(lk.try_lock());
+    }
+    // Exclusion: the second fiber's increment under the lock waits for the
+    // first's yields to end.
+    int value1 = 0, value2 = 0;
+    auto f1 = usched::spawn([&] {
+      std::unique_lock<M> lk(m);
+      ++value1;
+      for (int i = 0; i < 3; ++i) usched::this_fiber::yield();
+      return value2 <= 1;  // f2 may have started, not entered
+    });
+    auto f2 = usched::spawn([&] {
+      ++value2;
+      std::unique_lock<M> lk(m);
+      ++value2;
+    });
+    CHECK(f1.join());
+    f2.join();
+    CHECK(value1 == 1);
+    CHECK(value2 == 2);
+    if constexpr (is_recursive_v<M>) {
+      std::unique_lock<M> a(m);
+      std::unique_lock<M> b(m);  // the owner again
+      CHECK(b.owns_lock());
+    }
+    if constexpr (is_timed_v<M>) {
+      usched::channel<int> locked(1), release(1);
+      auto holder = usched::spawn([&] {
+        std::lock_guard<M> g(m);
+        locked.send(1);
+        (void)release.recv();
+      });
+      (void)locked.recv();
+      const auto t0 = std::chrono::steady_clock::now();
+      CHECK_FALSE(m.try_lock_for(5ms));
+      CHECK(std::chrono::steady_clock::now() - t0 >= 5ms);  // never early
+      CHECK_FALSE(m.try_lock_until(std::chrono::steady_clock::now() + 2ms));
+      auto waiter = usched::spawn([&] {
+        if (!m.try_lock_until(std::chrono::steady_clock::now() + 10s)) return false;
+        m.unlock();
+        return true;
+      });
+      usched::this_fiber::sleep_for(1ms);
+      release.send(1);
+      CHECK(waiter.join());
+      holder.join();
+    }
   });
 }
