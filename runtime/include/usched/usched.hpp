@@ -15,5 +15,6 @@
 #include <usched/mutex.hpp>
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
+#include <usched/select.hpp>
 #include <usched/shared_mutex.hpp>
 #include <usched/wait_group.hpp>
