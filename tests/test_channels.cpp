@@ -427,10 +427,12 @@ TEST_CASE("channel: a move that throws between blocked fibers throws to the send
           CHECK(ch.recv()->id == 1);
         } else {
           // A rendezvous: try until the sender is there and has thrown.
+          bool got_one = false;
           REQUIRE(yield_until([&] {
-            CHECK_FALSE(ch.try_recv().has_value());
+            if (ch.try_recv().has_value()) got_one = true;
             return threw.load();
           }));
+          CHECK_FALSE(got_one);
         }
         bad_sender.join();
         CHECK(threw.load());
@@ -736,4 +738,118 @@ TEST_CASE("select: a stop request ends a blocked select, and it works from plain
   t.join();
   senders.join();
   CHECK(sum == 2L * (n * (n - 1) / 2));
+}
+
+// Timers race with hand-offs here on purpose: producers retry short timed
+// sends with the value they kept, consumers select with short timeouts, and
+// the channels are closed while some of them wait. A waker that loses the
+// claim to a timer must pass the item on, and close() must pass over a
+// waiter a timer already ended: every item arrives exactly once.
+TEST_CASE("select and timed operations racing with timeouts and close lose and duplicate nothing",
+          "[channel][select]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  const std::size_t cap = GENERATE(0u, 1u);
+  INFO(label(c) << " capacity=" << cap);
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  constexpr int producers = 4, consumers = 4;
+  const int per_producer = 300 / static_cast<int>(usched::test::volume_divisor);
+  std::vector<std::atomic<int>> seen(static_cast<std::size_t>(producers * per_producer));
+  std::atomic<int> wrong{0};
+  std::atomic<long> timeouts{0};
+  rt.run([&] {
+    usched::channel<std::unique_ptr<int>> a(cap), b(cap);
+    usched::wait_group sent;
+    std::vector<usched::join_handle<void>> hs;
+    for (int p = 0; p < producers; ++p) {
+      sent.add();
+      hs.push_back(usched::spawn([&, p] {
+        auto& ch = p % 2 == 0 ? a : b;
+        for (int i = 0; i < per_producer; ++i) {
+          auto v = std::make_unique<int>(p * per_producer + i);
+          channel_status s;
+          while ((s = ch.send_for(std::move(v), 20us)) == channel_status::timeout) {
+            if (v == nullptr) wrong.fetch_add(1);  // a timed-out send consumed it
+            timeouts.fetch_add(1, std::memory_order_relaxed);
+          }
+          if (s != channel_status::ok || v != nullptr) wrong.fetch_add(1);
+        }
+        sent.done();
+      }));
+    }
+    for (int k = 0; k < consumers; ++k) {
+      hs.push_back(usched::spawn([&] {
+        bool a_done = false, b_done = false;
+        auto take = [&](bool& done) {
+          return [&](std::optional<std::unique_ptr<int>> v) {
+            if (!v) {
+              done = true;
+            } else {
+              seen[static_cast<std::size_t>(**v)].fetch_add(1);
+            }
+          };
+        };
+        while (!a_done || !b_done) {
+          usched::select(usched::on_recv(a, take(a_done)), usched::on_recv(b, take(b_done)),
+                         usched::on_timeout(15us, [&] { timeouts.fetch_add(1, std::memory_order_relaxed); }));
+        }
+      }));
+    }
+    // Plain timed receivers that the close ends, racing their own timers.
+    std::atomic<int> ended{0};
+    for (int k = 0; k < 4; ++k) {
+      hs.push_back(usched::spawn([&] {
+        usched::channel<int> never(0);
+        for (;;) {
+          const auto r = never.recv_for(10us);
+          if (r.status() != channel_status::timeout) wrong.fetch_add(1);
+          if (a.closed()) break;
+        }
+        ended.fetch_add(1);
+      }));
+    }
+    sent.wait();
+    a.close();
+    b.close();
+    for (auto& h : hs) h.join();
+    CHECK(ended.load() == 4);
+  });
+  CHECK(wrong.load() == 0);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](const std::atomic<int>& n) { return n.load() == 1; }));
+}
+
+TEST_CASE("channel: close ends timed and stoppable waits that race their own timers", "[channel]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  const int rounds = 40 / static_cast<int>(usched::test::volume_divisor);
+  std::atomic<int> wrong{0};
+  rt.run([&] {
+    for (int round = 0; round < rounds; ++round) {
+      // Receivers on an empty channel, senders on a full one: nothing ever
+      // completes, so every wait ends by its timer, the close or the stop.
+      usched::channel<int> ch(0), full(1);
+      CHECK(full.try_send(0));
+      std::stop_source stop;
+      std::vector<usched::join_handle<void>> hs;
+      for (int k = 0; k < 6; ++k) {
+        hs.push_back(usched::spawn([&, k] {
+          // Each waits until close (or, for the stoppable ones, the stop
+          // that follows it), with timers expiring all along.
+          for (;;) {
+            channel_status s = k % 3 == 0   ? ch.recv_for(5us).status()
+                               : k % 3 == 1 ? full.send_for(k, 5us)
+                                            : ch.recv(stop.get_token()).status();
+            if (s == channel_status::closed || s == channel_status::stopped) break;
+            if (s != channel_status::timeout) wrong.fetch_add(1);
+          }
+        }));
+      }
+      usched::this_fiber::yield();
+      ch.close();
+      full.close();
+      stop.request_stop();
+      for (auto& h : hs) h.join();
+    }
+  });
+  CHECK(wrong.load() == 0);
 }
