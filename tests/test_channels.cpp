@@ -251,8 +251,15 @@ TEST_CASE("channel: a value that was not sent stays with the caller", "[channel]
     REQUIRE(q != nullptr);
     std::stop_source stop;
     channel_status st = channel_status::ok;
-    auto s = usched::spawn([&] { st = ch.send(std::move(q), stop.get_token()); });
-    stop.request_stop();  // before or while it blocks: stopped either way
+    usched::wait_group about_to_block(1);
+    auto s = usched::spawn([&] {
+      about_to_block.done();
+      st = ch.send(std::move(q), stop.get_token());
+    });
+    // Mostly while it blocks (always with one worker), at times just
+    // before: stopped either way.
+    about_to_block.wait();
+    stop.request_stop();
     s.join();
     CHECK(st == channel_status::stopped);
     REQUIRE(q != nullptr);
@@ -290,9 +297,11 @@ TEST_CASE("channel: a stop request ends a blocked send or recv, and only that on
     std::stop_source stop;
     std::atomic<int> stopped{0};
     std::array<channel_status, 4> status{};
+    usched::wait_group about_to_block(4);
     std::vector<usched::join_handle<void>> hs;
     for (int i = 0; i < 4; ++i) {
       hs.push_back(usched::spawn([&, i] {
+        about_to_block.done();
         status[static_cast<std::size_t>(i)] =
             i % 2 == 0 ? empty.recv(stop.get_token()).status() : full.send(i, stop.get_token());
         stopped.fetch_add(1);
@@ -300,6 +309,8 @@ TEST_CASE("channel: a stop request ends a blocked send or recv, and only that on
     }
     // An unstoppable receiver on the same channel is not ended by the stop.
     auto plain = usched::spawn([&] { return empty.recv(); });
+    // With one worker they are all blocked by now; with more, most are.
+    about_to_block.wait();
     stop.request_stop();
     REQUIRE(yield_until([&] { return stopped.load() == 4; }));
     for (auto& h : hs) h.join();
@@ -679,6 +690,18 @@ TEST_CASE("select: closed channels make their cases ready", "[select]") {
                          usched::on_send(closed_ptrs, std::move(p), [&](bool s) { sent = s; })) == 1);
     CHECK_FALSE(sent);
     CHECK(p != nullptr);  // not sent: still ours
+    // One channel in two receive cases, then in a send and a receive case:
+    // one case taken each time, with what it found.
+    usched::channel<int> one(1);
+    CHECK(one.try_send(7));
+    int first = 0, second = 0;
+    const std::size_t k = usched::select(usched::on_recv(one, [&](std::optional<int> v) { first = v.value_or(-1); }),
+                                         usched::on_recv(one, [&](std::optional<int> v) { second = v.value_or(-1); }));
+    CHECK(first + second == 7);
+    CHECK((k == 0 ? first : second) == 7);
+    CHECK(usched::select(usched::on_send(one, 8), usched::on_recv(one, [] {}), usched::on_default([] {})) == 0);
+    CHECK(usched::select(usched::on_send(one, 9), usched::on_recv(one, [] {}), usched::on_default([] {})) == 1);
+    CHECK(one.size() == 0);
     // Closed while the select waits on it (and on another channel).
     usched::channel<int> a(0), b(0);
     auto waiting = usched::spawn([&] {
@@ -705,10 +728,13 @@ TEST_CASE("select: a stop request ends a blocked select, and it works from plain
   usched::channel<long> longs(0);
   std::stop_source stop;
   std::size_t fiber_took = 9;
+  usched::wait_group about_to_block(1);
   auto stopped = rt.spawn([&] {
+    about_to_block.done();
     fiber_took = usched::select(usched::on_recv(ch, [] {}), usched::on_recv(longs, [] {}),
                                 usched::on_stop(stop.get_token(), [] {}));
   });
+  about_to_block.wait();
   stop.request_stop();
   stopped.join();
   CHECK(fiber_took == 2);
