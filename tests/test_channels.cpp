@@ -879,3 +879,62 @@ TEST_CASE("channel: close ends timed and stoppable waits that race their own tim
   });
   CHECK(wrong.load() == 0);
 }
+
+TEST_CASE("select: a move that throws goes to the value's owner, and a receive case waits on", "[select]") {
+  const auto c = GENERATE(from_range(all_configs()));
+  INFO(label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  rt.run([] {
+    // A send case whose value throws as it is buffered: select throws, the
+    // value is the caller's, the channel unchanged.
+    usched::channel<fragile> roomy(1);
+    fragile bad(1, true);
+    CHECK_THROWS_WITH(usched::select(usched::on_send(roomy, std::move(bad)), usched::on_default([] {})),
+                      "poisoned move");
+    CHECK(bad.id == 1);
+    CHECK(roomy.size() == 0);
+
+    // A blocked send case whose value throws as a receiver takes it: the
+    // select rethrows it; the receiver gets nothing.
+    usched::channel<fragile> a(0), b(0);
+    std::atomic<bool> select_threw{false};
+    int kept = 0;
+    auto sender = usched::spawn([&] {
+      fragile v(2, true);
+      try {
+        usched::select(usched::on_send(a, std::move(v)), usched::on_timeout(10s, [] {}));
+      } catch (const std::runtime_error&) {
+        select_threw = true;
+      }
+      kept = v.id;
+    });
+    bool got_one = false;
+    REQUIRE(yield_until([&] {
+      if (a.try_recv().has_value()) got_one = true;
+      return select_threw.load();
+    }));
+    sender.join();
+    CHECK_FALSE(got_one);
+    CHECK(kept == 2);
+
+    // A receive case claimed by a sender whose value then throws: the
+    // sender gets the exception; the select polls again and waits on for
+    // the next value, on either channel.
+    usched::wait_group about_to_block(1);
+    auto receiver = usched::spawn([&] {
+      about_to_block.done();
+      int id = 0;
+      const std::size_t k =
+          usched::select(usched::on_recv(a, [&](std::optional<fragile>&& v) { id = v ? v->id : -1; }),
+                         usched::on_recv(b, [&](std::optional<fragile>&& v) { id = v ? 100 + v->id : -1; }),
+                         usched::on_timeout(10s, [&] { id = -2; }));
+      return static_cast<int>(k) * 1000 + id;
+    });
+    about_to_block.wait();
+    fragile poisoned(3, true);
+    CHECK_THROWS_WITH(a.send(std::move(poisoned)), "poisoned move");
+    CHECK(poisoned.id == 3);
+    CHECK(b.send(fragile(4)));
+    CHECK(receiver.join() == 1 * 1000 + 104);
+  });
+}
