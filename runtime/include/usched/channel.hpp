@@ -364,6 +364,7 @@ class channel {
       detail::channel_waiter& s = as_chan(*p);
       if (!claim(s)) continue;
       T& v = *static_cast<T*>(s.item);
+      std::exception_ptr error;
       try {
         if (out) {
           out->emplace(std::move(v));
@@ -371,7 +372,13 @@ class channel {
           push_buffer(v);
         }
       } catch (...) {
-        s.error = std::current_exception();
+        error = std::current_exception();
+      }
+      if (error) {
+        // Resumed only once the handler here is over, so the sender, which
+        // rethrows it, holds the exception's last reference: it is
+        // destroyed on the sender's side, after everything this side did.
+        s.error = std::move(error);
         end_wait(s, detail::handoff::threw);
         continue;
       }
