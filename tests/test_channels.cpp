@@ -715,6 +715,24 @@ TEST_CASE("select: closed channels make their cases ready", "[select]") {
     });
     b.close();
     CHECK(waiting.join() == 1);
+    // A send case blocked on a full channel when it is closed: not sent,
+    // and the value is still the sender's.
+    usched::channel<std::unique_ptr<int>> full(1);
+    CHECK(full.try_send(std::make_unique<int>(0)));
+    usched::wait_group about_to_block(1);
+    auto blocked_sender = usched::spawn([&] {
+      auto mine = std::make_unique<int>(6);
+      int result = -1;
+      about_to_block.done();
+      usched::select(usched::on_send(full, std::move(mine), [&](bool s) { result = s ? 1 : 0; }),
+                     usched::on_recv(a, [&] { result = 2; }));
+      return result == 0 && mine != nullptr && *mine == 6;
+    });
+    about_to_block.wait();
+    full.close();
+    CHECK(blocked_sender.join());
+    CHECK(*full.recv().value() == 0);  // what was buffered is still received
+    CHECK_FALSE(full.recv().has_value());
     // The waiter it left on `a` is gone: a send there finds nobody.
     CHECK(a.try_send_status(1) == channel_status::full);
   });
