@@ -335,6 +335,11 @@ class select_locks {
   std::size_t n_ = 0;
 };
 
+// run_select() is select() over `cases`, a tuple of references to the case
+// objects: poll under every channel's lock, or link a waiter per channel
+// case under one token and block, then unlink and run the case taken (see
+// the top of this file). Returns the index taken. Takes the channels'
+// locks; holds none while it blocks or runs a callback.
 template <class Tuple, std::size_t... I>
 std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
   using cases_t = std::remove_reference_t<Tuple>;
