@@ -19,7 +19,9 @@
 #include <usched/mutex.hpp>
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
+#include <usched/select.hpp>
 #include <usched/semaphore.hpp>
 #include <usched/shared_mutex.hpp>
 #include <usched/task_group.hpp>
 #include <usched/wait_group.hpp>
+
