@@ -552,3 +552,29 @@ TEMPLATE_TEST_CASE("mutexes: Boost.Fiber's lock, exclusion, recursion and timed 
     }
   });
 }
+
+TEMPLATE_TEST_CASE("mutexes: a mutex may be destroyed by the fiber an unlock handed it to", "[mutex][stress]",
+                   usched::mutex, usched::timed_mutex) {
+  // std's rule (and POSIX's): the last user may destroy a mutex right after
+  // its own unlock, even while the unlock that handed it the lock is still
+  // returning. Under AddressSanitizer a use after free in unlock() fails.
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  rt.run([] {
+    const int rounds = 2000 / static_cast<int>(usched::test::volume_divisor);
+    int done = 0;
+    for (int i = 0; i < rounds; ++i) {
+      auto* m = new TestType;
+      m->lock();
+      auto last = usched::spawn([m] {
+        m->lock();  // contended: the unlock below has to wake this one
+        m->unlock();
+        delete m;
+      });
+      if (i % 2 == 0) usched::this_fiber::yield();
+      m->unlock();
+      last.join();
+      ++done;
+    }
+    CHECK(done == rounds);
+  });
+}

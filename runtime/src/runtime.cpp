@@ -451,8 +451,13 @@ void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   waitable* joiner = f->joiner;
   const std::uint64_t token = f->joiner_token;
   const bool detached = f->detached;
+  // Claimed under join_lock: a joiner whose deadline or stop ended its
+  // wait takes join_lock before it returns, so until then it (a thread's
+  // parker, which ends with its thread) is still there to be claimed; once
+  // we hold the claim, it waits for our resume.
+  const bool won = joiner && claim(*joiner, token);
   f->join_lock.unlock();
-  if (joiner && claim(*joiner, token)) {
+  if (won) {
     if (joiner->is_fiber) {
       // The join hand-off's second half: a joiner that last ran here runs
       // next, where its children's data is.
@@ -672,6 +677,12 @@ void fiber_local_add(std::uint64_t key, void* value, void (*destroy)(void*) noex
   }
 }
 
+void clear_fiber_locals() noexcept {
+  if (worker* w = worker_of_this_thread(); w && w->current_fiber() && w->current_fiber()->locals) {
+    w->current_fiber()->locals->clear();
+  }
+}
+
 std::uint64_t new_fiber_local_key() noexcept {
   static std::atomic<std::uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -691,8 +702,10 @@ void runtime_impl::submit_blocking(blocking_job* job) {
     try {
       blocking_.threads.emplace_back([this] { blocking_thread_main(); });
       return;
-    } catch (const std::system_error&) {
-      // No thread to be had: the call waits for one that is running.
+    } catch (...) {
+      // No thread to be had (no memory, or the system's limit): the call
+      // waits for one that is running; with none running it cannot run,
+      // and leaves the queue before its frame does.
       if (blocking_.threads.empty()) {
         blocking_.head = blocking_.tail = nullptr;
         blocking_.queued = 0;
@@ -739,7 +752,12 @@ void run_blocking(runtime_impl& rt, blocking_job& job) {
   waitable& me = current_waitable();
   job.who = &me;
   job.token = prepare_wait(me, wait_kind::blocking, &job);
-  rt.submit_blocking(&job);
+  try {
+    rt.submit_blocking(&job);
+  } catch (...) {
+    (void)claim(me, job.token);  // disarm: nobody will end this wait
+    throw;
+  }
   block(me, job.token, no_deadline);
 }
 

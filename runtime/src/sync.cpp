@@ -44,8 +44,17 @@ void mutex::lock() {
 }
 
 void mutex::unlock() noexcept {
-  if (state_.exchange(unlocked, std::memory_order_release) != contended) return;
+  std::uint32_t expected = locked;
+  if (state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed)) {
+    return;
+  }
+  // Contended: the lock is released under lock_, not before it. Released
+  // first, it could be taken, released and the mutex destroyed by another
+  // thread (the last reference dropped under it, which std allows) while
+  // this one still has lock_ to take; ~mutex() passes through lock_, so
+  // the object outlives this critical section.
   lock_.lock();
+  state_.store(unlocked, std::memory_order_release);
   detail::waiter* w = waiters_.pop_front();
   lock_.unlock();
   // Nothing else can claim a mutex waiter (it has no timeout), so it stays
@@ -87,11 +96,16 @@ bool timed_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& st
 }
 
 void timed_mutex::unlock() noexcept {
-  if (state_.exchange(unlocked, std::memory_order_release) != contended) return;
-  // Under lock_, unlike mutex::unlock(): a waiter a timer may claim takes
-  // lock_ before it returns, so its node stays valid while we hold it, and
-  // one that lost its wait to the timer is passed over for the next.
+  std::uint32_t expected = locked;
+  if (state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed)) {
+    return;
+  }
+  // Released under lock_, as mutex::unlock() (see there). The wake is
+  // under it too, unlike mutex's: a waiter a timer may claim takes lock_
+  // before it returns, so its node stays valid while we hold it, and one
+  // that lost its wait to the timer is passed over for the next.
   std::lock_guard<detail::spinlock> g(lock_);
+  state_.store(unlocked, std::memory_order_release);
   detail::notify_first(waiters_);
 }
 
@@ -246,7 +260,11 @@ bool wait_group::wait_until_ns(std::int64_t deadline_ns, const std::stop_token& 
     return true;
   }
   detail::waiter w;
-  if (!detail::wait_in(lock_, waiters_, w, detail::wait_kind::wait_group, this, deadline_ns, stop)) return false;
+  if (!detail::wait_in(lock_, waiters_, w, detail::wait_kind::wait_group, this, deadline_ns, stop)) {
+    // A deadline or stop that raced the last done(): zero is zero.
+    std::lock_guard<detail::spinlock> g(lock_);
+    return count_ == 0;
+  }
   // Woken by the done() that brought the count to zero, which wakes under
   // lock_: take lock_ once before returning, so that a caller that destroys
   // the wait_group next (the usual pattern: it lives on the waiter's

@@ -31,6 +31,8 @@ namespace usched {
 template <class F, class... Args>
 std::invoke_result_t<F, Args...> blocking(F&& f, Args&&... args) {
   using R = std::invoke_result_t<F, Args...>;
+  static_assert(!std::is_rvalue_reference_v<R>,
+                "usched::blocking: the call must return a value, an lvalue reference or void");
   detail::runtime_impl* rt = detail::runtime_of_current_fiber();
   if (!rt) return std::invoke(std::forward<F>(f), std::forward<Args>(args)...);
 

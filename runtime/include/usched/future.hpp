@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stop_token>
 #include <tuple>
 #include <type_traits>
@@ -205,15 +206,19 @@ class future_state_base {
       return true;
     }
     if (ready()) return true;
-    {
-      std::unique_lock<spinlock> lk(lock_);
-      if (deferred_ == deferred::pending) {
-        lk.unlock();
-        wait();
-        return true;
-      }
+    std::unique_lock<spinlock> lk(lock_);
+    if (ready_.load(std::memory_order_relaxed)) return true;
+    if (deferred_ == deferred::pending) {
+      deferred_ = deferred::running;
+      lk.unlock();
+      run_deferred();
+      return true;
     }
-    return wait_until(no_deadline, stop) == future_status::ready;
+    // Not ready, and nobody's to start (a deferred call another waiter
+    // runs is waited for like any producer).
+    if (stop.stop_requested()) return false;
+    waiter w;
+    return wait_in(lk, waiters_, w, wait_kind::future, this, no_deadline, stop) || ready();
   }
 
   // claim() makes the caller the state's producer; promise_already_satisfied
@@ -310,11 +315,18 @@ class future_state : public future_state_base {
   // future, not to whoever ran them. Requires a claim.
   template <class F>
   void store_result_of(F&& f) noexcept {
+    store_result_of(std::forward<F>(f), [] {});
+  }
+  // ... with `before_publish()` run between the store and the publish: an
+  // async call ends there everything its waiters must see ended.
+  template <class F, class Before>
+  void store_result_of(F&& f, Before&& before_publish) noexcept {
     try {
       storage_.emplace_result(f);
     } catch (...) {
       error_ = std::current_exception();
     }
+    before_publish();
     publish();
   }
 
@@ -376,6 +388,14 @@ using async_result_t = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>.
 // The body of an async fiber: the callable and its arguments arrive as the
 // spawned frame's bound values, and what the call returns or throws goes to
 // the state. Nothing escapes the fiber, so its join never rethrows.
+//
+// A wait on an async future returns as if the call's thread had been
+// joined ([futures.async]): the callable and its arguments (moved out of
+// the frame into the body, a throwing move becoming the future's
+// exception) and the fiber's fiber_local values are destroyed before the
+// result is published, so a caller that frees something once get()
+// returns cannot pull it from under their destructors. What stays in the
+// frame are the moved-from originals.
 // Constrained to the call it makes, so that spawn's test for a callable
 // that takes a std::stop_token first sees that this one does not (an
 // unconstrained generic lambda would be instantiated with the token as the
@@ -385,7 +405,16 @@ auto async_body(future_state<R>* s) {
   return [s]<class... A>(A&&... a) noexcept -> void
     requires std::is_invocable_v<A...>
   {
-    s->store_result_of([&]() -> R { return std::invoke(std::forward<A>(a)...); });
+    std::optional<std::tuple<std::decay_t<A>...>> call;
+    s->store_result_of(
+        [&]() -> R {
+          call.emplace(std::forward<A>(a)...);
+          return std::apply([](auto&... c) -> R { return std::invoke(std::move(c)...); }, *call);
+        },
+        [&]() noexcept {
+          call.reset();
+          clear_fiber_locals();
+        });
   };
 }
 

@@ -25,6 +25,12 @@ class mutex {
   mutex() noexcept = default;
   mutex(const mutex&) = delete;
   mutex& operator=(const mutex&) = delete;
+  // Waits for an unlock() still inside its critical section: it may have
+  // released the lock to the thread now destroying the mutex.
+  ~mutex() {
+    lock_.lock();
+    lock_.unlock();
+  }
 
   void lock();
   // try_lock() takes the lock if it is free, without spinning, blocking or
@@ -61,6 +67,11 @@ class timed_mutex {
   timed_mutex() noexcept = default;
   timed_mutex(const timed_mutex&) = delete;
   timed_mutex& operator=(const timed_mutex&) = delete;
+  // As ~mutex(): an unlock() may still be inside its critical section.
+  ~timed_mutex() {
+    lock_.lock();
+    lock_.unlock();
+  }
 
   void lock() { (void)lock_until(detail::no_deadline, {}); }
   // lock(stop): lock(), or false once `stop` is requested first.

@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <tuple>
@@ -73,18 +74,26 @@ class task_group {
       std::lock_guard<detail::spinlock> g(lock_);
       ++running_;
     }
+    using Bound = std::tuple<std::decay_t<Args>...>;
     try {
-      rt_->spawn(opts, [this, fn = Fn(std::forward<F>(f)),
-                        bound = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable noexcept {
+      rt_->spawn(opts, [this, fn = std::optional<Fn>(std::in_place, std::forward<F>(f)),
+                        bound = std::optional<Bound>(std::in_place, std::forward<Args>(args)...)]() mutable noexcept {
         try {
           if constexpr (detail::takes_stop_token_v<Fn, std::decay_t<Args>...>) {
-            std::apply([&](auto&... a) { std::invoke(fn, stop_.get_token(), std::move(a)...); }, bound);
+            std::apply([&](auto&... a) { std::invoke(*fn, stop_.get_token(), std::move(a)...); }, *bound);
           } else {
-            std::apply([&](auto&... a) { std::invoke(fn, std::move(a)...); }, bound);
+            std::apply([&](auto&... a) { std::invoke(*fn, std::move(a)...); }, *bound);
           }
         } catch (...) {
           fail(std::current_exception());
         }
+        // Everything of the task ends before the group learns it is over:
+        // its callable and arguments (whose destructors may use what the
+        // group's scope owns) and its fiber_local values. The fiber's own
+        // return, after finish(), then has nothing of the user's left.
+        fn.reset();
+        bound.reset();
+        detail::clear_fiber_locals();
         finish();
       }).detach();
     } catch (...) {

@@ -82,6 +82,11 @@ std::uint64_t fiber_id_of(const fiber* f) noexcept;
 void* fiber_local_find(std::uint64_t key) noexcept;
 void fiber_local_add(std::uint64_t key, void* value, void (*destroy)(void*) noexcept);
 std::uint64_t new_fiber_local_key() noexcept;
+// clear_fiber_locals() destroys the calling fiber's fiber_local values now
+// (newest first), as its return would: for a fiber whose completion is
+// announced before it returns (a task_group's task, an async call), so
+// that nothing of it outlives the announcement. No-op outside a fiber.
+void clear_fiber_locals() noexcept;
 
 // A call usched::blocking() runs on the blocking pool: `run` makes the
 // call (and keeps its result or exception); then the pool thread resumes

@@ -173,7 +173,23 @@ bool wait_in(Lock& lk, wait_list& list, waiter& w, wait_kind kind, const void* o
   w.token = prepare_wait(me, kind, object);
   list.push_back(w);
   lk.unlock();
-  unlocked();
+  try {
+    unlocked();
+  } catch (...) {
+    // The wait never began (no timer, no stop callback yet): leave the
+    // list, or, if a waker took us off already, take the resume it owes
+    // us, so that neither the node nor the token outlives this frame.
+    lk.lock();
+    const bool linked = w.linked;
+    if (linked) list.remove(w);
+    lk.unlock();
+    if (linked) {
+      (void)claim_wait(me, w.token);
+    } else {
+      block(me, w.token, no_deadline);
+    }
+    throw;
+  }
   block(me, w.token, deadline_ns, stop);
   if (has_timer(deadline_ns) || stop.stop_possible()) {
     // Still linked: nobody notified us, and nobody can now (we hold lk).
