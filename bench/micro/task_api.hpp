@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -152,6 +153,35 @@ struct semaphore_contention {
     }
     if (done.load() != operations()) throw std::runtime_error("semaphore: acquisitions lost");
   }
+};
+
+// cv_semaphore: a count under a mutex and a condition variable, the
+// semaphore a Boost.Fiber user writes (it has none). A released permit goes
+// back to the count and a waiter is only woken to compete for it, so a
+// fiber already running may take it first (barging, as
+// std::counting_semaphore allows too); usched::counting_semaphore hands it
+// to the first waiter instead.
+template <class Mutex, class CondVar>
+class cv_semaphore {
+ public:
+  explicit cv_semaphore(long permits) : count_(permits) {}
+  void acquire() {
+    std::unique_lock<Mutex> lk(m_);
+    cv_.wait(lk, [this] { return count_ > 0; });
+    --count_;
+  }
+  void release() {
+    {
+      std::lock_guard<Mutex> g(m_);
+      ++count_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  Mutex m_;
+  CondVar cv_;
+  long count_;  // guarded by m_
 };
 
 // ---- shared_mutex: a readers-heavy mix ----------------------------------------------
