@@ -891,7 +891,8 @@ int run(const options& o) {
          << " --fanout-tasks=" << o.fanout_tasks() << ")\n";
   } else {
     head << o.workers << (o.workers == 1 ? " worker" : " workers") << ", policy " << o.policy << ", "
-         << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers() << ")\n";
+         << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers()
+         << " --ops=" << o.ops() << ")\n";
   }
   head << "values: median [min..max] over rounds; ratios: peer/usched per round, median [min..max];\n"
        << "every metric is lower-is-better, so a ratio above 1 means usched is that many times better\n";
