@@ -106,7 +106,9 @@ constexpr std::int64_t gap_max_ns = 20'000;
 constexpr long timer_samples = 200;
 constexpr std::int64_t timer_sleep_ns = 1'000'000;
 constexpr std::int64_t timer_hold_max_ns = 20'000'000;
-constexpr long min_ops = 1'000;  // every side and phase count above is at least one
+// The smallest --ops: each side's share of it, a thread's tenth and a barrier's
+// phases are then still at least one each (task_api.hpp).
+constexpr long min_ops = 1'000;
 
 // Random gaps between wake-ups, the same sequence for every peer.
 std::vector<std::int64_t> make_gaps(long n) {
