@@ -873,13 +873,13 @@ void bf_future(benchmark::State& state, bool cross) {
 }
 
 // Spawns `n` fibers running side(i) and joins them: ns from the first spawn
-// to the last join.
+// to the last join. Their stacks are the roomy ones (peers.hpp).
 template <class Side>
 double bf_sides(long n, Side side) {
   std::vector<boost::fibers::fiber> fs;
   fs.reserve(static_cast<std::size_t>(n));
   const std::int64_t t0 = now_ns();
-  for (long i = 0; i < n; ++i) fs.push_back(pool->spawn([&side, i] { side(i); }));
+  for (long i = 0; i < n; ++i) fs.push_back(pool->spawn_roomy([&side, i] { side(i); }));
   for (auto& f : fs) f.join();
   return static_cast<double>(now_ns() - t0);
 }
