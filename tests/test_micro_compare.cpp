@@ -46,6 +46,7 @@ TEST_CASE("micro_compare: defaults follow the host's CPUs", "[micro_compare]") {
   CHECK_FALSE(two.scaling);
   CHECK(two.markdown.empty());
   CHECK(two.micro.empty());
+  CHECK(two.ops() == mc::full_ops);
   CHECK(mc::parse_options(words(""), 1).workers == 1);
   CHECK(mc::parse_options(words(""), 16).workers == 2);
   // --scaling climbs to every CPU, but never past usched_micro's limit.
@@ -60,6 +61,11 @@ TEST_CASE("micro_compare: defaults follow the host's CPUs", "[micro_compare]") {
   CHECK(o.workers == 4);
   CHECK(o.policy == "steal-lifo");
   CHECK(o.quick);
+  // --quick shrinks every workload, the task API's benchmarks' --ops too.
+  CHECK(o.samples() == mc::quick_samples);
+  CHECK(o.fibers() == mc::quick_fibers);
+  CHECK(o.ops() == mc::quick_ops);
+  CHECK(mc::quick_ops < mc::full_ops);
   CHECK(o.scaling);
   CHECK(o.markdown == "m.md");
   CHECK(o.micro == "/x/usched_micro");
@@ -124,4 +130,7 @@ TEST_CASE("micro_compare: --help names every flag and this host's -w range", "[m
   }
   CHECK(usage.find("1..4, at most one per CPU") != std::string::npos);
   CHECK(usage.find(policy_list()) != std::string::npos);
+  // Both sizes of the task API's benchmarks, as usched_micro takes them.
+  CHECK(usage.find("--ops=" + std::to_string(mc::quick_ops)) != std::string::npos);
+  CHECK(usage.find("--ops=" + std::to_string(mc::full_ops)) != std::string::npos);
 }

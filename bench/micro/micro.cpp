@@ -34,6 +34,17 @@
 //                      of a warm run (ms_first: the first, which also maps
 //                      and faults in 262,144 stacks); for scaling runs
 //                      (usched_micro_compare --scaling)
+//
+// The task API's primitives (task_api.hpp; --ops=N sizes them, default
+// 200,000; threads do a tenth of the hand-offs and pairs):
+//   future_same        ping-pong through a fresh promise/future pair per
+//   future_cross       one-way hand-off, on one worker / across two: ns per hand-off
+//   semaphore          16 fibers take one of 4 permits of a counting
+//                      semaphore, yield, give it back: ns per acquire/release pair
+//   semaphore_cv       the same with a count under a mutex and a condition
+//                      variable (Boost.Fiber has no semaphore)
+//   shared_mutex       16 fibers, 95% lock_shared / 5% lock: ns per operation
+//   barrier            8 fibers arrive and wait at a barrier: ns per phase
 #include <algorithm>
 #include <benchmark/benchmark.h>
 
@@ -41,13 +52,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <semaphore>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -56,6 +71,7 @@
 #include <usched/usched.hpp>
 
 #include "peers.hpp"
+#include "task_api.hpp"
 
 namespace micro {
 namespace {
@@ -72,6 +88,7 @@ struct config {
   long fibers = 1'000'000;
   long fanout_tasks = 262'144;
   long task_us = 10;
+  long ops = 200'000;  // the task API's benchmarks: hand-offs, pairs, operations
 };
 
 config cfg;
@@ -89,6 +106,9 @@ constexpr std::int64_t gap_max_ns = 20'000;
 constexpr long timer_samples = 200;
 constexpr std::int64_t timer_sleep_ns = 1'000'000;
 constexpr std::int64_t timer_hold_max_ns = 20'000'000;
+// The smallest --ops: each side's share of it, a thread's tenth and a barrier's
+// phases are then still at least one each (task_api.hpp).
+constexpr long min_ops = 1'000;
 
 // Random gaps between wake-ups, the same sequence for every peer.
 std::vector<std::int64_t> make_gaps(long n) {
@@ -472,6 +492,103 @@ void us_chan(benchmark::State& state, int other) {
   }
 }
 
+// The task API's primitives (task_api.hpp). `other` is the ponger's
+// worker: 0 for one worker, 1 across two.
+void us_future(benchmark::State& state, int other) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([other] {
+      future_pingpong<usched::promise<long>> pp(cfg.ops / 2);
+      const std::int64_t t0 = now_ns();
+      auto a = usched::spawn(on_worker(0), [&] { pp.pinger(); });
+      auto b = usched::spawn(on_worker(other), [&] { pp.ponger(); });
+      a.join();
+      b.join();
+      const std::int64_t t1 = now_ns();
+      pp.check();
+      return static_cast<double>(t1 - t0) / static_cast<double>(pp.hand_offs());
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
+// Spawns `n` fibers running side(i) anywhere and joins them: ns from the
+// first spawn to the last join.
+template <class Side>
+double us_sides(long n, Side side) {
+  std::vector<usched::join_handle<void>> hs;
+  hs.reserve(static_cast<std::size_t>(n));
+  const std::int64_t t0 = now_ns();
+  for (long i = 0; i < n; ++i) hs.push_back(usched::spawn([&side, i] { side(i); }));
+  for (auto& h : hs) h.join();
+  return static_cast<double>(now_ns() - t0);
+}
+
+void us_semaphore(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([] {
+      usched::counting_semaphore<> sem(semaphore_permits);
+      semaphore_contention c{semaphore_fibers, semaphore_permits, cfg.ops / semaphore_fibers};
+      const double t = us_sides(c.fibers, [&](long) { c.side(sem, [] { usched::this_fiber::yield(); }); });
+      c.check();
+      return t / static_cast<double>(c.operations());
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
+// The same with the stand-in a Boost.Fiber user writes (task_api.hpp),
+// on usched's mutex and condition variable: the Boost.Fiber rows' like for
+// like, and, beside us_semaphore, what FIFO hand-off costs here.
+void us_semaphore_cv(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([] {
+      cv_semaphore<usched::mutex, usched::condition_variable> sem(semaphore_permits);
+      semaphore_contention c{semaphore_fibers, semaphore_permits, cfg.ops / semaphore_fibers};
+      const double t = us_sides(c.fibers, [&](long) { c.side(sem, [] { usched::this_fiber::yield(); }); });
+      c.check();
+      return t / static_cast<double>(c.operations());
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
+void us_shared_mutex(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([] {
+      usched::shared_mutex m;
+      shared_mutex_mix mix{shared_mutex_fibers, cfg.ops / shared_mutex_fibers};
+      const double t = us_sides(mix.fibers, [&](long i) { mix.side(m, i); });
+      mix.check();
+      return t / static_cast<double>(mix.operations());
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
+void us_barrier(benchmark::State& state) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([] {
+      barrier_phases b{barrier_parties, cfg.ops / barrier_ops_per_phase};
+      const auto completion = [&b]() noexcept { b.on_phase(false); };
+      usched::barrier<decltype(completion)> bar(b.parties, completion);
+      const double t = us_sides(b.parties, [&](long) {
+        for (long p = 0; p < b.phases; ++p) {
+          b.arriving();
+          bar.arrive_and_wait();
+        }
+      });
+      b.check();
+      return t / static_cast<double>(b.phases);
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
 // A failed check (a lost fiber, a wrong sum) fails that benchmark only: the
 // others still run and the JSON output stays complete.
 template <class Fn>
@@ -516,10 +633,16 @@ void register_usched() {
   for (long n : {2L, 16L, 1000L})
     reg("mutex/" + std::to_string(n), [n](benchmark::State& s) { us_mutex(s, n); });
   reg("chan_same", [](benchmark::State& s) { us_chan(s, 0); });
+  reg("future_same", [](benchmark::State& s) { us_future(s, 0); });
+  reg("semaphore", us_semaphore);
+  reg("semaphore_cv", us_semaphore_cv);
+  reg("shared_mutex", us_shared_mutex);
+  reg("barrier", us_barrier);
   if (w >= 2) {
     reg("wake_cv", us_wake_cv);
     reg("wake_chan", us_wake_chan);
     reg("chan_cross", [](benchmark::State& s) { us_chan(s, 1); });
+    reg("future_cross", [](benchmark::State& s) { us_future(s, 1); });
   }
 }
 
@@ -732,13 +855,73 @@ void bf_chan(benchmark::State& state, bool cross) {
   }
 }
 
+void bf_future(benchmark::State& state, bool cross) {
+  for (auto _ : state) {
+    future_pingpong<boost::fibers::promise<long>> pp(cfg.ops / 2);
+    const std::int64_t t0 = now_ns();
+    if (cross) {
+      pool->run_pair(1, [&] { pp.pinger(); }, [&] { pp.ponger(); });
+    } else {
+      auto f = pool->spawn([&] { pp.ponger(); });
+      pp.pinger();
+      f.join();
+    }
+    const std::int64_t t1 = now_ns();
+    pp.check();
+    state.counters["ns"] = static_cast<double>(t1 - t0) / static_cast<double>(pp.hand_offs());
+  }
+}
+
+// Spawns `n` fibers running side(i) and joins them: ns from the first spawn
+// to the last join. Their stacks are the roomy ones (peers.hpp).
+template <class Side>
+double bf_sides(long n, Side side) {
+  std::vector<boost::fibers::fiber> fs;
+  fs.reserve(static_cast<std::size_t>(n));
+  const std::int64_t t0 = now_ns();
+  for (long i = 0; i < n; ++i) fs.push_back(pool->spawn_roomy([&side, i] { side(i); }));
+  for (auto& f : fs) f.join();
+  return static_cast<double>(now_ns() - t0);
+}
+
+void bf_semaphore_cv(benchmark::State& state) {
+  for (auto _ : state) {
+    cv_semaphore<boost::fibers::mutex, boost::fibers::condition_variable> sem(semaphore_permits);
+    semaphore_contention c{semaphore_fibers, semaphore_permits, cfg.ops / semaphore_fibers};
+    const double t = bf_sides(c.fibers, [&](long) { c.side(sem, [] { boost::this_fiber::yield(); }); });
+    c.check();
+    state.counters["ns"] = t / static_cast<double>(c.operations());
+  }
+}
+
+void bf_barrier(benchmark::State& state) {
+  for (auto _ : state) {
+    barrier_phases b{barrier_parties, cfg.ops / barrier_ops_per_phase};
+    boost::fibers::barrier bar(static_cast<std::size_t>(b.parties));
+    const double t = bf_sides(b.parties, [&](long) {
+      for (long p = 0; p < b.phases; ++p) {
+        b.arriving();
+        // wait() returns true to one side per phase, once it is over.
+        if (bar.wait()) b.on_phase(true);
+      }
+    });
+    b.check();
+    state.counters["ns"] = t / static_cast<double>(b.phases);
+  }
+}
+
 void register_boost() {
   // Same-thread workloads only where no other thread can steal the fiber.
   if (cfg.workers == 1) {
     reg("yield", bf_yield);
     reg("yield_apart", bf_yield_apart);
     reg("chan_same", [](benchmark::State& s) { bf_chan(s, false); });
+    reg("future_same", [](benchmark::State& s) { bf_future(s, false); });
   }
+  // No semaphore and no shared_mutex: Boost.Fiber has neither; its row of
+  // the semaphore table is the stand-in its users write (semaphore_cv).
+  reg("semaphore_cv", bf_semaphore_cv);
+  reg("barrier", bf_barrier);
   reg("spawn_join", bf_spawn_join);
   reg("live_rss", bf_live_rss);
   reg("skynet", bf_skynet_bm);
@@ -749,6 +932,7 @@ void register_boost() {
     reg("wake_cv", bf_wake_cv);
     reg("wake_chan", bf_wake_chan);
     reg("chan_cross", [](benchmark::State& s) { bf_chan(s, true); });
+    reg("future_cross", [](benchmark::State& s) { bf_future(s, true); });
   }
 }
 
@@ -845,8 +1029,90 @@ void th_cacheline(benchmark::State& state) {
   }
 }
 
+// std::promise/std::future between two threads pinned to CPUs `a` and `b`
+// (the same CPU for the one-worker row), which meet at a latch first so
+// that neither starts before both are placed.
+void th_future(benchmark::State& state, unsigned cpu_a, unsigned cpu_b) {
+  for (auto _ : state) {
+    future_pingpong<std::promise<long>> pp(cfg.ops / thread_ops_divisor / 2);
+    std::latch placed(2);
+    std::int64_t t0 = 0;
+    std::thread a([&] {
+      pin_this_thread(cpu_a);
+      placed.arrive_and_wait();
+      t0 = now_ns();
+      pp.pinger();
+    });
+    std::thread b([&] {
+      pin_this_thread(cpu_b);
+      placed.arrive_and_wait();
+      pp.ponger();
+    });
+    a.join();
+    b.join();
+    const std::int64_t t1 = now_ns();
+    pp.check();
+    state.counters["ns"] = static_cast<double>(t1 - t0) / static_cast<double>(pp.hand_offs());
+  }
+}
+
+// Starts `n` threads running side(i) and joins them: ns from the first
+// start to the last join (thread creation is a few tens of microseconds,
+// small beside the runs here).
+template <class Side>
+double th_sides(long n, Side side) {
+  std::vector<std::thread> ts;
+  ts.reserve(static_cast<std::size_t>(n));
+  const std::int64_t t0 = now_ns();
+  for (long i = 0; i < n; ++i) ts.emplace_back([&side, i] { side(i); });
+  for (auto& t : ts) t.join();
+  return static_cast<double>(now_ns() - t0);
+}
+
+void th_semaphore(benchmark::State& state) {
+  for (auto _ : state) {
+    std::counting_semaphore<> sem(semaphore_permits);
+    semaphore_contention c{semaphore_fibers, semaphore_permits,
+                           cfg.ops / thread_ops_divisor / semaphore_fibers};
+    const double t = th_sides(c.fibers, [&](long) { c.side(sem, [] { std::this_thread::yield(); }); });
+    c.check();
+    state.counters["ns"] = t / static_cast<double>(c.operations());
+  }
+}
+
+void th_shared_mutex(benchmark::State& state) {
+  for (auto _ : state) {
+    std::shared_mutex m;
+    shared_mutex_mix mix{shared_mutex_fibers, cfg.ops / shared_mutex_fibers};
+    const double t = th_sides(mix.fibers, [&](long i) { mix.side(m, i); });
+    mix.check();
+    state.counters["ns"] = t / static_cast<double>(mix.operations());
+  }
+}
+
+void th_barrier(benchmark::State& state) {
+  for (auto _ : state) {
+    barrier_phases b{barrier_parties, cfg.ops / barrier_ops_per_phase};
+    const auto completion = [&b]() noexcept { b.on_phase(false); };
+    std::barrier<decltype(completion)> bar(b.parties, completion);
+    const double t = th_sides(b.parties, [&](long) {
+      for (long p = 0; p < b.phases; ++p) {
+        b.arriving();
+        bar.arrive_and_wait();
+      }
+    });
+    b.check();
+    state.counters["ns"] = t / static_cast<double>(b.phases);
+  }
+}
+
 void register_thread() {
   reg("yield", th_yield);
+  reg("future_same", [](benchmark::State& s) { th_future(s, 0, 0); });
+  reg("future_cross", [](benchmark::State& s) { th_future(s, 0, 1); });
+  reg("semaphore", th_semaphore);
+  reg("shared_mutex", th_shared_mutex);
+  reg("barrier", th_barrier);
   reg("spawn_join", th_spawn_join);
   reg("wake_cv", th_wake_cv);
   reg("cacheline", th_cacheline);
@@ -926,6 +1192,8 @@ int main(int argc, char** argv) {
       cfg.samples = parse_count("samples", v, 1, 100'000'000);
     } else if (take_flag(a, "fanout-tasks", v)) {
       cfg.fanout_tasks = parse_count("fanout-tasks", v, 1, 10'000'000);
+    } else if (take_flag(a, "ops", v)) {
+      cfg.ops = parse_count("ops", v, min_ops, 1'000'000'000);
     } else if (take_flag(a, "task-us", v)) {
       cfg.task_us = parse_count("task-us", v, 0, 1'000'000);
     } else if (take_flag(a, "fibers", v)) {

@@ -65,6 +65,7 @@
 
 #include "../common/cpus.hpp"
 #include "micro_compare_cli.hpp"
+#include "task_api.hpp"
 
 extern char** environ;
 
@@ -111,9 +112,10 @@ struct config {
 
 // Filters (matched against "name/iterations:1"): the 1-worker runs measure
 // the same-worker benchmarks, the W-worker runs everything else.
-constexpr const char* same_worker = "^(yield|yield_apart|chan_same)/";
+constexpr const char* same_worker = "^(yield|yield_apart|chan_same|future_same)/";
 constexpr const char* yield_only = "^yield/";
-constexpr const char* multi_worker = "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross)";
+constexpr const char* multi_worker =
+    "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier)";
 constexpr const char* wake_only = "^wake_";
 constexpr const char* timer_only = "^timer_late/";
 
@@ -162,7 +164,8 @@ std::vector<config> make_configs(const options& o) {
   c.push_back({"usT-park", "usched " + o.policy + wl + " spin-us=0",
                {"--peer=usched", ww, pol, "--spin-us=0", filter(timer_only)}, 2});
   const std::vector<std::string> sizes = {"--samples=" + std::to_string(o.samples()),
-                                          "--fibers=" + std::to_string(o.fibers())};
+                                          "--fibers=" + std::to_string(o.fibers()),
+                                          "--ops=" + std::to_string(o.ops())};
   std::vector<config> out;
   for (config& x : c) {
     if (o.workers < x.min_workers) continue;
@@ -510,6 +513,50 @@ std::vector<block> make_blocks(const options& o) {
                   peer("boost-ws", "bwsW", "chan_cross"),
                   peer("boost-shared", "bshW", "chan_cross")}});
   }
+  // The task API's primitives.
+  const std::string ops = thousands(o.ops());
+  const std::string thread_ops = thousands(o.ops() / micro::thread_ops_divisor);
+  b.push_back({"future_same: ns per one-way hand-off, ping-pong through a fresh promise/future pair per hand-off, " +
+                   ops + " hand-offs, 1 worker (thread: std::promise/std::future, " + thread_ops +
+                   ", two threads on one CPU)",
+               {{"ns/hand-off", "ns"}},
+               with_against({base(p, "us1", "future_same"), peer("boost-ws", "bws1", "future_same"),
+                             peer("boost-shared", "bsh1", "future_same"), peer("thread", "thread", "future_same")},
+                            "vs1", "future_same")});
+  if (o.workers >= 2) {
+    b.push_back({"future_cross: ns per one-way hand-off, the same across two workers, " + ws +
+                     " (thread: two threads on two CPUs)",
+                 {{"ns/hand-off", "ns"}},
+                 {base(p, "usW", "future_cross"),
+                  line{"cache line one way (floor)", line_kind::floor, "thread", "cacheline"},
+                  peer("boost-ws", "bwsW", "future_cross"), peer("boost-shared", "bshW", "future_cross"),
+                  peer("thread", "thread", "future_cross")}});
+  }
+  const std::string sem_what = std::to_string(micro::semaphore_fibers) + " fibers (threads) holding one of " +
+                               std::to_string(micro::semaphore_permits) + " permits across a yield, " + ops +
+                               " pairs";
+  b.push_back({"semaphore: ns per acquire/release pair, " + sem_what + " (thread: " + thread_ops + "), " + ws,
+               {{"ns/pair", "ns"}},
+               {base(p + ", counting_semaphore", "usW", "semaphore"),
+                peer(p + ", mutex + condition_variable", "usW", "semaphore_cv"),
+                peer("thread, std::counting_semaphore", "thread", "semaphore")}});
+  b.push_back({"semaphore_cv: ns per acquire/release pair, the same with a count under a mutex and a "
+                   "condition_variable on each runtime (Boost.Fiber has no semaphore), " + ws,
+               {{"ns/pair", "ns"}},
+               {base(p, "usW", "semaphore_cv"), peer("boost-ws", "bwsW", "semaphore_cv"),
+                peer("boost-shared", "bshW", "semaphore_cv")}});
+  b.push_back({"shared_mutex: ns per operation, " + std::to_string(micro::shared_mutex_fibers) +
+                   " fibers (threads), 95% lock_shared / 5% lock, " + ops +
+                   " operations, " + ws + "; Boost.Fiber has no shared_mutex",
+               {{"ns/op", "ns"}},
+               {base(p, "usW", "shared_mutex"), peer("thread, std::shared_mutex", "thread", "shared_mutex")}});
+  b.push_back({"barrier: ns per phase, " + std::to_string(micro::barrier_parties) +
+                   " fibers (threads) at arrive_and_wait, " + thousands(o.ops() / micro::barrier_ops_per_phase) +
+                   " phases, " + ws,
+               {{"ns/phase", "ns"}},
+               {base(p, "usW", "barrier"), peer("boost-ws, boost::fibers::barrier", "bwsW", "barrier"),
+                peer("boost-shared, boost::fibers::barrier", "bshW", "barrier"),
+                peer("thread, std::barrier", "thread", "barrier")}});
   if (o.workers >= 2) {
     std::vector<line> lines;
     for (const std::string& tp : timer_policies(o)) lines.push_back(plain("usched " + tp, "usT-" + tp, "timer_late"));
@@ -844,7 +891,8 @@ int run(const options& o) {
          << " --fanout-tasks=" << o.fanout_tasks() << ")\n";
   } else {
     head << o.workers << (o.workers == 1 ? " worker" : " workers") << ", policy " << o.policy << ", "
-         << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers() << ")\n";
+         << (o.quick ? "quick" : "full") << " (--samples=" << o.samples() << " --fibers=" << o.fibers()
+         << " --ops=" << o.ops() << ")\n";
   }
   head << "values: median [min..max] over rounds; ratios: peer/usched per round, median [min..max];\n"
        << "every metric is lower-is-better, so a ratio above 1 means usched is that many times better\n";

@@ -128,12 +128,12 @@ std::string usage_text(unsigned cpus) {
          " here)\n"
          "  --policy NAME    usched policy of the usched rows (default cfs): " + policy_list() + "\n"
          "  --against NAME   another usched policy, run beside it as a peer of the usched\n"
-         "                   rows (yield, chan_same, spawn_join, skynet)\n"
+         "                   rows (yield, chan_same, future_same, spawn_join, skynet)\n"
          "  --quick          smaller workloads for smoke runs: --samples=" +
          std::to_string(quick_samples) + " --fibers=" + std::to_string(quick_fibers) +
-         "\n"
+         " --ops=" + std::to_string(quick_ops) + "\n"
          "                   (default --samples=" + std::to_string(full_samples) +
-         " --fibers=" + std::to_string(full_fibers) + ")\n"
+         " --fibers=" + std::to_string(full_fibers) + " --ops=" + std::to_string(full_ops) + ")\n"
          "  --scaling        skynet and a fan-out of " + std::to_string(full_fanout_tasks) +
          " tasks of 10 us (quick: " + std::to_string(quick_fanout_tasks) + ")\n"
          "                   at 1, 2, 4, ... workers up to -w (default: every CPU here, " +

@@ -20,6 +20,10 @@ inline constexpr long quick_samples = 20'000;
 inline constexpr long quick_fibers = 100'000;
 inline constexpr long full_fanout_tasks = 262'144;
 inline constexpr long quick_fanout_tasks = 16'384;
+// The task API's benchmarks (future hand-offs, semaphore pairs, shared
+// mutex operations, barrier phases): usched_micro's --ops.
+inline constexpr long full_ops = 200'000;
+inline constexpr long quick_ops = 20'000;
 
 // options is one parsed command line.
 struct options {
@@ -36,6 +40,7 @@ struct options {
   long samples() const { return quick ? quick_samples : full_samples; }
   long fibers() const { return quick ? quick_fibers : full_fibers; }
   long fanout_tasks() const { return quick ? quick_fanout_tasks : full_fanout_tasks; }
+  long ops() const { return quick ? quick_ops : full_ops; }
 };
 
 // usage_error is a bad command line; what() is one line naming the flag.
