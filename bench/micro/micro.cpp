@@ -45,6 +45,11 @@
 //                      variable (Boost.Fiber has no semaphore)
 //   shared_mutex       16 fibers, 95% lock_shared / 5% lock: ns per operation
 //   barrier            8 fibers arrive and wait at a barrier: ns per phase
+//   select             4 producers send on 4 channels, one consumer takes
+//   select_one         every item by a select over the 4 (select), or the
+//                      same producers on one channel and a plain recv
+//                      (select_one): ns per item; neither Boost.Fiber nor
+//                      std has a select
 #include <algorithm>
 #include <benchmark/benchmark.h>
 
@@ -59,6 +64,7 @@
 #include <iostream>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <random>
 #include <semaphore>
@@ -555,6 +561,48 @@ void us_semaphore_cv(benchmark::State& state) {
   }
 }
 
+// us_select(): what taking an item costs through a select over several
+// channels against a plain receive from one. The producers run beside the
+// consumer, so both the ready path (an item is buffered in some case) and
+// the blocking path (every case registers a waiter sharing one token, one
+// wins, the others are unlinked) are taken; the sum checks every item
+// arrived exactly once.
+void us_select(benchmark::State& state, bool one_channel) {
+  auto rt = make_runtime(cfg.workers);
+  for (auto _ : state) {
+    const double ns = rt->run([one_channel] {
+      constexpr int producers = 4;
+      const long per = std::max(1L, cfg.ops / producers);
+      std::vector<std::unique_ptr<usched::channel<long>>> chans;
+      for (int i = 0; i < producers; ++i) chans.push_back(std::make_unique<usched::channel<long>>(16));
+      const std::int64_t t0 = now_ns();
+      std::vector<usched::join_handle<void>> ps;
+      for (int p = 0; p < producers; ++p) {
+        usched::channel<long>& out = *chans[one_channel ? 0 : static_cast<std::size_t>(p)];
+        ps.push_back(usched::spawn([&out, per] {
+          for (long i = 1; i <= per; ++i) out.send(i);
+        }));
+      }
+      long sum = 0;
+      const long items = per * producers;
+      if (one_channel) {
+        for (long n = 0; n < items; ++n) sum += chans[0]->recv().value();
+      } else {
+        const auto take = [&sum](std::optional<long>&& v) { sum += v.value(); };
+        for (long n = 0; n < items; ++n) {
+          usched::select(usched::on_recv(*chans[0], take), usched::on_recv(*chans[1], take),
+                         usched::on_recv(*chans[2], take), usched::on_recv(*chans[3], take));
+        }
+      }
+      for (auto& h : ps) h.join();
+      const std::int64_t t1 = now_ns();
+      if (sum != producers * (per * (per + 1) / 2)) throw std::runtime_error("select: items lost or duplicated");
+      return static_cast<double>(t1 - t0) / static_cast<double>(items);
+    });
+    state.counters["ns"] = ns;
+  }
+}
+
 void us_shared_mutex(benchmark::State& state) {
   auto rt = make_runtime(cfg.workers);
   for (auto _ : state) {
@@ -638,6 +686,8 @@ void register_usched() {
   reg("semaphore_cv", us_semaphore_cv);
   reg("shared_mutex", us_shared_mutex);
   reg("barrier", us_barrier);
+  reg("select", [](benchmark::State& s) { us_select(s, false); });
+  reg("select_one", [](benchmark::State& s) { us_select(s, true); });
   if (w >= 2) {
     reg("wake_cv", us_wake_cv);
     reg("wake_chan", us_wake_chan);

@@ -557,6 +557,11 @@ std::vector<block> make_blocks(const options& o) {
                {base(p, "usW", "barrier"), peer("boost-ws, boost::fibers::barrier", "bwsW", "barrier"),
                 peer("boost-shared, boost::fibers::barrier", "bshW", "barrier"),
                 peer("thread, std::barrier", "thread", "barrier")}});
+  b.push_back({"select: ns per item, 4 producers on 4 channels and a consumer selecting over them, " + ops +
+                   " items, " + ws + "; against the same producers on one channel and a plain recv (neither "
+                   "Boost.Fiber nor std has a select)",
+               {{"ns/item", "ns"}},
+               {base(p + ", select over 4", "usW", "select"), peer(p + ", recv on 1", "usW", "select_one")}});
   if (o.workers >= 2) {
     std::vector<line> lines;
     for (const std::string& tp : timer_policies(o)) lines.push_back(plain("usched " + tp, "usT-" + tp, "timer_late"));
