@@ -115,6 +115,14 @@ TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_a
       return cv.wait(lk, st, [] { return false; });
     }));
     hs.push_back(usched::spawn([&](std::stop_token st) { return busy.wait(st); }));
+    usched::barrier<> two(2);  // this fiber never arrives
+    hs.push_back(usched::spawn([&](std::stop_token st) { return two.arrive_and_wait(st); }));
+    usched::recursive_mutex rec;
+    usched::recursive_timed_mutex rec_timed;
+    rec.lock();
+    rec_timed.lock();
+    hs.push_back(usched::spawn([&](std::stop_token st) { return rec.lock(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) { return rec_timed.lock(st); }));
     usched::promise<int> never_set;
     auto pending = never_set.get_future().share();
     hs.push_back(usched::spawn([&](std::stop_token st) { return pending.wait(st); }));
@@ -125,7 +133,11 @@ TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_a
     for (auto& h : hs) CHECK_FALSE(h.join());
     held.unlock();
     written.unlock();
+    rec.unlock();
+    rec_timed.unlock();
     busy.done();
+    // The stopped arrival still counts: the phase completes with ours.
+    two.arrive_and_wait();
     CHECK(blocked_joinee.join());
     never_set.set_value(1);
     CHECK(pending.wait(std::stop_token{}));

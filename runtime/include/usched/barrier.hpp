@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <stop_token>
 #include <type_traits>
 #include <utility>
 
@@ -109,10 +110,27 @@ class barrier {
     wait_locked(lk);
   }
 
+  // usched extension: wait() that gives up once `stop` is requested; true
+  // if the phase completed. The arrival stays counted either way: a
+  // fiber that stops waiting does not hold the others back.
+  [[nodiscard]] bool wait(arrival_token&& token, const std::stop_token& stop) const {
+    if (token.owner_ != this) throw std::logic_error("usched::barrier::wait: a token of another barrier, or moved from");
+    std::unique_lock<detail::spinlock> lk(lock_);
+    if (token.phase_ != phase_) return true;
+    return wait_locked(lk, token.phase_, stop);
+  }
+
   // arrive_and_wait() is wait(arrive()), in one step under the lock.
   void arrive_and_wait() {
     std::unique_lock<detail::spinlock> lk(lock_);
     if (!arrive_locked(lk, 1, false)) wait_locked(lk);
+  }
+  // ... and with a stop token (usched extension), as wait(token, stop).
+  [[nodiscard]] bool arrive_and_wait(const std::stop_token& stop) {
+    std::unique_lock<detail::spinlock> lk(lock_);
+    const std::uint64_t phase = phase_;
+    if (arrive_locked(lk, 1, false)) return true;
+    return wait_locked(lk, phase, stop);
   }
 
   // arrive_and_drop() leaves the barrier: one fewer arrival is expected in
@@ -146,6 +164,22 @@ class barrier {
     ++phase_;
     detail::notify_all(waiters_);
     return true;
+  }
+
+  // The stoppable wait: until phase `phase` completes (true) or stop is
+  // requested (false). Requires `lk` holding lock_; returns with it
+  // released.
+  bool wait_locked(std::unique_lock<detail::spinlock>& lk, std::uint64_t phase, const std::stop_token& stop) const {
+    if (stop.stop_requested()) return false;
+    detail::waiter w;
+    (void)detail::wait_in(lk, waiters_, w, detail::wait_kind::barrier, this, detail::no_deadline, stop);
+    // Completed or not, the phase number tells (a stop that raced the
+    // completion still sees it completed); holding lock_ once also means
+    // the completing arrival is done with the barrier.
+    lk.lock();
+    const bool completed = phase_ != phase;
+    lk.unlock();
+    return completed;
   }
 
   // wait_locked() requires `lk` holding lock_ and the current phase not

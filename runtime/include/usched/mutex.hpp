@@ -145,6 +145,19 @@ class recursive_lock {
     owner_.store(nullptr, std::memory_order_relaxed);
     mutex_.unlock();
   }
+  // lock() that gives up once `stop` is requested (false); the owner's
+  // own relock succeeds at once.
+  [[nodiscard]] bool lock(const std::stop_token& stop)
+    requires requires(Mutex& m) { m.lock(stop); }
+  {
+    if (mine()) {
+      ++depth_;
+      return true;
+    }
+    if (!mutex_.lock(stop)) return false;
+    own();
+    return true;
+  }
 
  protected:
   bool mine() const noexcept { return owner_.load(std::memory_order_relaxed) == current_owner(); }
@@ -163,7 +176,9 @@ class recursive_lock {
 
 // recursive_mutex: std::recursive_mutex for fibers: the fiber (or thread)
 // holding it may lock it again, and it is released by as many unlocks.
-class recursive_mutex : public detail::recursive_lock<mutex> {
+// Built on timed_mutex, whose waits a stop request may end: lock(stop)
+// (usched extension) gives up once stop is requested.
+class recursive_mutex : public detail::recursive_lock<timed_mutex> {
  public:
   recursive_mutex() noexcept = default;
   recursive_mutex(const recursive_mutex&) = delete;
