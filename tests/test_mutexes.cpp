@@ -20,23 +20,7 @@
 using namespace std::chrono_literals;
 using usched::test::all_configs;
 using usched::test::label;
-
-namespace {
-
-// Yields until `done()` or `limit` has passed; returns done(). Bounds a
-// wait for something another fiber does, so a bug fails the check instead
-// of hanging the suite; it orders nothing.
-template <class Done>
-bool yield_until(Done done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    usched::this_fiber::yield();
-  }
-  return true;
-}
-
-}  // namespace
+using usched::test::yield_until;
 
 TEST_CASE("timed_mutex: exclusion, timed attempts that fail while held and succeed once free", "[mutex]") {
   const auto c = GENERATE(from_range(all_configs()));

@@ -1,6 +1,7 @@
 // test_support.hpp: shared helpers for the runtime tests.
 #pragma once
 
+#include <chrono>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,19 @@ inline std::vector<config> all_configs() {
 }
 inline std::string label(const config& c) {
   return "policy=" + c.policy + " workers=" + std::to_string(c.workers);
+}
+
+// yield_until() yields until `done()` or `limit` has passed, and returns
+// done(): it bounds a wait for something another fiber does, so that a bug
+// fails a check instead of hanging the suite. It orders nothing.
+template <class Done>
+bool yield_until(Done done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    this_fiber::yield();
+  }
+  return true;
 }
 
 inline options make_options(const std::string& policy, unsigned workers) {

@@ -21,21 +21,9 @@
 using namespace std::chrono_literals;
 using usched::test::all_configs;
 using usched::test::label;
+using usched::test::yield_until;
 
 namespace {
-
-// Yields until `done()` or `limit` has passed; returns done(). Bounds a
-// wait for something another fiber does, so that a bug fails a check
-// instead of hanging the suite; it orders nothing.
-template <class Done>
-bool yield_until(Done done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    usched::this_fiber::yield();
-  }
-  return true;
-}
 
 int global_value = 7;
 

@@ -85,16 +85,21 @@ std::string fiber_name(const fiber* f) {
   return s;
 }
 
-[[noreturn]] void report_detached_exception(fiber* f) noexcept {
-  std::string what = "unknown exception";
+// what_of(): an exception's what(), for the one-line reports.
+std::string what_of(const std::exception_ptr& e) noexcept {
   try {
-    std::rethrow_exception(f->task->error);
-  } catch (const std::exception& e) {
-    what = e.what();
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
   } catch (...) {
   }
+  return "unknown exception";
+}
+
+[[noreturn]] void report_detached_exception(fiber* f) noexcept {
   f->rt->log().flush();
-  die("detached fiber " + fiber_name(f) + " ended with an uncaught exception: " + what + "; aborting");
+  die("detached fiber " + fiber_name(f) + " ended with an uncaught exception: " + what_of(f->task->error) +
+      "; aborting");
 }
 
 }  // namespace
@@ -616,26 +621,7 @@ void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_option
   rt.start(f, task, opts, rt.local_worker());
 }
 
-void join_fiber(fiber* f) {
-  if (f->done.load(std::memory_order_acquire)) return;
-  waitable& me = current_waitable();
-  f->join_lock.lock();
-  if (f->done.load(std::memory_order_relaxed)) {
-    f->join_lock.unlock();
-    return;
-  }
-  const std::uint64_t token = prepare_wait(me, wait_kind::join, f);
-  f->joiner = &me;
-  f->joiner_token = token;
-  f->join_lock.unlock();
-  // The join hand-off: a joinee still queued on this worker runs next, in
-  // the joiner's place (depth-first fork-join).
-  if (me.is_fiber) {
-    worker* w = worker_of_this_thread();
-    w->rt().eng().hand_off(w->index(), f);
-  }
-  block(me, token, -1);
-}
+void join_fiber(fiber* f) { (void)join_fiber_until(f, no_deadline); }
 
 namespace {
 
@@ -762,14 +748,7 @@ void run_blocking(runtime_impl& rt, blocking_job& job) {
 }
 
 void report_unobserved_group_exception(const std::exception_ptr& e) noexcept {
-  std::string what = "unknown exception";
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    what = x.what();
-  } catch (...) {
-  }
-  die("a task_group was destroyed without a wait() after a task threw: " + what + "; aborting");
+  die("a task_group was destroyed without a wait() after a task threw: " + what_of(e) + "; aborting");
 }
 
 bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token& stop) {
@@ -787,6 +766,8 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token&
   f->joiner = &me;
   f->joiner_token = token;
   f->join_lock.unlock();
+  // The join hand-off: a joinee still queued on this worker runs next, in
+  // the joiner's place (depth-first fork-join).
   if (me.is_fiber) {
     worker* w = worker_of_this_thread();
     w->rt().eng().hand_off(w->index(), f);
