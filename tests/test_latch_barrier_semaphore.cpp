@@ -176,6 +176,45 @@ TEST_CASE("latch: try_wait turns true at the last count_down, not before", "[lat
   CHECK(l.try_wait());
 }
 
+// stop_some_waits(): `stopped` fibers and a plain thread block in
+// wait(token of one stop source), `kept` fibers in wait(token of another);
+// the first source's stop is requested, and every one of its waits must
+// end with false. Returns the kept fibers' handles, their waits still
+// blocked (the caller ends them and checks what they return).
+template <class Wait>
+std::vector<usched::join_handle<bool>> stop_some_waits(usched::runtime& rt, int stopped, int kept, Wait wait) {
+  std::stop_source stop, never;
+  usched::latch entered(stopped + kept + 1);
+  std::vector<usched::join_handle<bool>> stopped_hs, kept_hs;
+  for (int f = 0; f < stopped; ++f) {
+    stopped_hs.push_back(rt.spawn([&] {
+      entered.count_down();
+      return wait(stop.get_token());
+    }));
+  }
+  for (int f = 0; f < kept; ++f) {
+    // These waits outlive this call: they hold copies of the wait and of
+    // a token (which keeps its stop state alive).
+    kept_hs.push_back(rt.spawn([&entered, wait, token = never.get_token()] {
+      entered.count_down();
+      return wait(token);
+    }));
+  }
+  bool thread_result = true;
+  std::thread stopped_thread([&] {
+    entered.count_down();
+    thread_result = wait(stop.get_token());
+  });
+  entered.wait();
+  stop.request_stop();
+  int stopped_false = 0;
+  for (auto& h : stopped_hs) stopped_false += h.join() ? 0 : 1;
+  stopped_thread.join();
+  CHECK(stopped_false == stopped);
+  CHECK_FALSE(thread_result);
+  return kept_hs;
+}
+
 TEST_CASE("latch: wait(stop_token) ends with false on a stop, true once the count is zero", "[latch]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
@@ -192,33 +231,8 @@ TEST_CASE("latch: wait(stop_token) ends with false on a stop, true once the coun
   // Fibers (and a thread) blocked in wait(stop): the stop ends each wait
   // with false while the count is still 1; the fibers that share no stop
   // stay blocked and are released, with true, by the count_down() only.
-  std::stop_source stop, never;
-  usched::latch entered(stopped_fibers + kept_fibers + 1);
-  std::vector<usched::join_handle<bool>> stopped, kept;
-  for (int f = 0; f < stopped_fibers; ++f) {
-    stopped.push_back(rt.spawn([&] {
-      entered.count_down();
-      return gate.wait(stop.get_token());
-    }));
-  }
-  for (int f = 0; f < kept_fibers; ++f) {
-    kept.push_back(rt.spawn([&] {
-      entered.count_down();
-      return gate.wait(never.get_token());
-    }));
-  }
-  bool thread_result = true;
-  std::thread stopped_thread([&] {
-    entered.count_down();
-    thread_result = gate.wait(stop.get_token());
-  });
-  entered.wait();
-  stop.request_stop();
-  int stopped_false = 0;
-  for (auto& h : stopped) stopped_false += h.join() ? 0 : 1;
-  stopped_thread.join();
-  CHECK(stopped_false == stopped_fibers);
-  CHECK_FALSE(thread_result);
+  auto kept = stop_some_waits(rt, stopped_fibers, kept_fibers,
+                              [&](const std::stop_token& st) { return gate.wait(st); });
   CHECK_FALSE(gate.try_wait());
   for (auto& h : kept) CHECK_FALSE(h.done());
 
@@ -653,33 +667,8 @@ TEST_CASE("counting_semaphore: acquire(stop_token) ends with false and takes no 
   already.request_stop();
   CHECK_FALSE(rt.run([&] { return s.acquire(already.get_token()); }));
 
-  std::stop_source stop, never;
-  usched::latch entered(stopped_fibers + kept_fibers + 1);
-  std::vector<usched::join_handle<bool>> stopped, kept;
-  for (int f = 0; f < stopped_fibers; ++f) {
-    stopped.push_back(rt.spawn([&] {
-      entered.count_down();
-      return s.acquire(stop.get_token());
-    }));
-  }
-  for (int f = 0; f < kept_fibers; ++f) {
-    kept.push_back(rt.spawn([&] {
-      entered.count_down();
-      return s.acquire(never.get_token());
-    }));
-  }
-  bool thread_result = true;
-  std::thread stopped_thread([&] {
-    entered.count_down();
-    thread_result = s.acquire(stop.get_token());
-  });
-  entered.wait();
-  stop.request_stop();
-  int stopped_false = 0;
-  for (auto& h : stopped) stopped_false += h.join() ? 0 : 1;
-  stopped_thread.join();
-  CHECK(stopped_false == stopped_fibers);
-  CHECK_FALSE(thread_result);
+  auto kept = stop_some_waits(rt, stopped_fibers, kept_fibers,
+                              [&](const std::stop_token& st) { return s.acquire(st); });
   for (auto& h : kept) CHECK_FALSE(h.done());
 
   // The stopped waiters took nothing: the permits released now go to the
