@@ -429,12 +429,56 @@ future<R> start_async(Spawn&& spawn) {
 
 }  // namespace detail
 
+namespace detail {
+
+// The waiting half that future and shared_future share: the state, and
+// valid(), wait(), wait_for() and wait_until() over it.
+template <class R>
+class future_waits {
+ public:
+  bool valid() const noexcept { return state_ != nullptr; }
+
+  // wait() blocks until the result is ready; wait_for() and wait_until()
+  // also return at the deadline, with future_status::timeout, or at once
+  // with future_status::deferred for an async(launch::deferred) call whose
+  // result is not ready (not started, or running on another waiter). Any
+  // clock (usched/detail/deadline.hpp). future_error(no_state) if
+  // !valid().
+  void wait() const { checked().wait(); }
+  // usched extension: wait() that gives up once `stop` is requested; true
+  // if the result is ready.
+  [[nodiscard]] bool wait(const std::stop_token& stop) const { return checked().wait(stop); }
+  template <class Rep, class Period>
+  future_status wait_for(const std::chrono::duration<Rep, Period>& d) const {
+    return checked().wait_until(deadline_after(d));
+  }
+  template <class Clock, class Duration>
+  future_status wait_until(const std::chrono::time_point<Clock, Duration>& tp) const {
+    return checked().wait_until(deadline_at(tp));
+  }
+
+ protected:
+  future_waits() noexcept = default;
+  explicit future_waits(std::shared_ptr<future_state<R>> s) noexcept : state_(std::move(s)) {}
+  future_state<R>& checked() const {
+    if (!state_) throw_future_error(future_errc::no_state);
+    return *state_;
+  }
+
+  std::shared_ptr<future_state<R>> state_;
+};
+
+}  // namespace detail
+
 // future<R> is the one consumer of a shared state (R a value type, a
 // reference, or void): get() waits for the result and moves it out (R&:
 // the reference; void: nothing) or rethrows the exception; after get()
 // valid() is false. Move-only.
 template <class R>
-class future {
+class future : public detail::future_waits<R> {
+  using base = detail::future_waits<R>;
+  using base::state_;
+
  public:
   future() noexcept = default;
   future(future&&) noexcept = default;
@@ -460,36 +504,12 @@ class future {
     return s->take();
   }
 
-  bool valid() const noexcept { return state_ != nullptr; }
-
-  // wait() blocks until the result is ready; wait_for() and wait_until()
-  // also return at the deadline, with future_status::timeout, or at once
-  // with future_status::deferred for an async(launch::deferred) call whose
-  // result is not ready (not started, or running on another waiter). Any clock (usched/detail/deadline.hpp). future_error(no_state)
-  // if !valid().
-  void wait() const { checked().wait(); }
-  // usched extension: wait() that gives up once `stop` is requested; true
-  // if the result is ready.
-  [[nodiscard]] bool wait(const std::stop_token& stop) const { return checked().wait(stop); }
-  template <class Rep, class Period>
-  future_status wait_for(const std::chrono::duration<Rep, Period>& d) const {
-    return checked().wait_until(detail::deadline_after(d));
-  }
-  template <class Clock, class Duration>
-  future_status wait_until(const std::chrono::time_point<Clock, Duration>& tp) const {
-    return checked().wait_until(detail::deadline_at(tp));
-  }
+  // valid(), wait(), wait_for(), wait_until(): detail::future_waits.
 
  private:
   friend struct detail::future_access;
   friend class shared_future<R>;
-  explicit future(std::shared_ptr<detail::future_state<R>> s) noexcept : state_(std::move(s)) {}
-  detail::future_state<R>& checked() const {
-    if (!state_) detail::throw_future_error(future_errc::no_state);
-    return *state_;
-  }
-
-  std::shared_ptr<detail::future_state<R>> state_;
+  explicit future(std::shared_ptr<detail::future_state<R>> s) noexcept : base(std::move(s)) {}
 };
 
 // shared_future<R> is a copyable consumer: every copy may wait and get()
@@ -497,12 +517,15 @@ class future {
 // Each copy is for one fiber or thread at a time; copies used concurrently
 // are what it is for.
 template <class R>
-class shared_future {
+class shared_future : public detail::future_waits<R> {
+  using base = detail::future_waits<R>;
+  using base::checked;
+
  public:
   shared_future() noexcept = default;
   shared_future(const shared_future&) = default;
   shared_future(shared_future&&) noexcept = default;
-  shared_future(future<R>&& f) noexcept : state_(std::move(f.state_)) {}
+  shared_future(future<R>&& f) noexcept : base(std::move(f.state_)) {}
   shared_future& operator=(const shared_future&) = default;
   shared_future& operator=(shared_future&&) noexcept = default;
   ~shared_future() = default;
@@ -518,29 +541,7 @@ class shared_future {
     return s.peek();
   }
 
-  bool valid() const noexcept { return state_ != nullptr; }
-
-  // As future's.
-  void wait() const { checked().wait(); }
-  // usched extension: wait() that gives up once `stop` is requested; true
-  // if the result is ready.
-  [[nodiscard]] bool wait(const std::stop_token& stop) const { return checked().wait(stop); }
-  template <class Rep, class Period>
-  future_status wait_for(const std::chrono::duration<Rep, Period>& d) const {
-    return checked().wait_until(detail::deadline_after(d));
-  }
-  template <class Clock, class Duration>
-  future_status wait_until(const std::chrono::time_point<Clock, Duration>& tp) const {
-    return checked().wait_until(detail::deadline_at(tp));
-  }
-
- private:
-  detail::future_state<R>& checked() const {
-    if (!state_) detail::throw_future_error(future_errc::no_state);
-    return *state_;
-  }
-
-  std::shared_ptr<detail::future_state<R>> state_;
+  // valid(), wait(), wait_for(), wait_until(): detail::future_waits.
 };
 
 namespace detail {
