@@ -19,18 +19,25 @@ constexpr int mutex_spin_attempts = 64;
 
 }  // namespace
 
-void mutex::lock() {
-  if (try_lock()) return;
+namespace detail {
+
+bool futex_lock::spin_acquire() noexcept {
+  if (try_lock()) return true;
   for (int i = 0; i < mutex_spin_attempts; ++i) {
-    detail::cpu_relax();
-    if (state_.load(std::memory_order_relaxed) == unlocked && try_lock()) return;
+    cpu_relax();
+    if (state_.load(std::memory_order_relaxed) == unlocked && try_lock()) return true;
   }
+  return false;
+}
+
+}  // namespace detail
+
+void mutex::lock() {
+  if (spin_acquire()) return;
   detail::waitable& me = detail::current_waitable();
   for (;;) {
     lock_.lock();
-    // Mark the lock contended; if it was free we now hold it (contended, so
-    // our unlock wakes the next waiter, whom we cannot see from here).
-    if (state_.exchange(contended, std::memory_order_acquire) == unlocked) {
+    if (claim_contended()) {
       lock_.unlock();
       return;
     }
@@ -39,22 +46,14 @@ void mutex::lock() {
     w.token = detail::prepare_wait(me, detail::wait_kind::mutex, this);
     waiters_.push_back(w);
     lock_.unlock();
-    detail::block(me, w.token, -1);
+    detail::block(me, w.token, detail::no_deadline);
   }
 }
 
 void mutex::unlock() noexcept {
-  std::uint32_t expected = locked;
-  if (state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed)) {
-    return;
-  }
-  // Contended: the lock is released under lock_, not before it. Released
-  // first, it could be taken, released and the mutex destroyed by another
-  // thread (the last reference dropped under it, which std allows) while
-  // this one still has lock_ to take; ~mutex() passes through lock_, so
-  // the object outlives this critical section.
+  if (release_uncontended()) return;
   lock_.lock();
-  state_.store(unlocked, std::memory_order_release);
+  release_contended();
   detail::waiter* w = waiters_.pop_front();
   lock_.unlock();
   // Nothing else can claim a mutex waiter (it has no timeout), so it stays
@@ -63,15 +62,10 @@ void mutex::unlock() noexcept {
 }
 
 bool timed_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& stop) {
-  if (try_lock()) return true;
-  for (int i = 0; i < mutex_spin_attempts; ++i) {
-    detail::cpu_relax();
-    if (state_.load(std::memory_order_relaxed) == unlocked && try_lock()) return true;
-  }
+  if (spin_acquire()) return true;
   for (;;) {
     lock_.lock();
-    // As mutex::lock(): marking it contended takes it if it was free.
-    if (state_.exchange(contended, std::memory_order_acquire) == unlocked) {
+    if (claim_contended()) {
       lock_.unlock();
       return true;
     }
@@ -96,16 +90,13 @@ bool timed_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& st
 }
 
 void timed_mutex::unlock() noexcept {
-  std::uint32_t expected = locked;
-  if (state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed)) {
-    return;
-  }
-  // Released under lock_, as mutex::unlock() (see there). The wake is
-  // under it too, unlike mutex's: a waiter a timer may claim takes lock_
-  // before it returns, so its node stays valid while we hold it, and one
-  // that lost its wait to the timer is passed over for the next.
+  if (release_uncontended()) return;
+  // The wake is under lock_, unlike mutex's: a waiter a timer may claim
+  // takes lock_ before it returns, so its node stays valid while we hold
+  // it, and one that lost its wait to the timer is passed over for the
+  // next.
   std::lock_guard<detail::spinlock> g(lock_);
-  state_.store(unlocked, std::memory_order_release);
+  release_contended();
   detail::notify_first(waiters_);
 }
 

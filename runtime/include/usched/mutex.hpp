@@ -13,26 +13,18 @@
 
 namespace usched {
 
-// mutex is a non-recursive lock for fibers (and plain threads). A fiber that
-// finds it held spins briefly, then blocks: its worker runs other fibers until
-// unlock() hands the wake-up to it. Meets the Lockable requirements, so it
-// works with std::lock_guard, std::unique_lock and std::scoped_lock.
-//
-// Unlock wakes one waiter, which then competes for the lock with any newcomer
-// (no hand-off): throughput over strict FIFO fairness, as with a futex mutex.
-class mutex {
- public:
-  mutex() noexcept = default;
-  mutex(const mutex&) = delete;
-  mutex& operator=(const mutex&) = delete;
-  // Waits for an unlock() still inside its critical section: it may have
-  // released the lock to the thread now destroying the mutex.
-  ~mutex() {
-    lock_.lock();
-    lock_.unlock();
-  }
+namespace detail {
 
-  void lock();
+// futex_lock is what mutex and timed_mutex share: Drepper's three-state
+// futex mutex ("Futexes Are Tricky", mutex 3), where contended means
+// "someone may be waiting, wake on unlock", with the queue of waiters
+// under a spinlock. The two differ only in how a waiter waits and how an
+// unlock wakes one.
+class futex_lock {
+ public:
+  futex_lock(const futex_lock&) = delete;
+  futex_lock& operator=(const futex_lock&) = delete;
+
   // try_lock() takes the lock if it is free, without spinning, blocking or
   // yielding: a `while (!try_lock())` loop keeps its worker, and a holder
   // queued on that worker never runs. Use lock(), or yield in the loop.
@@ -41,18 +33,61 @@ class mutex {
     return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
                                           std::memory_order_relaxed);
   }
-  void unlock() noexcept;
 
- private:
-  // Drepper's three-state futex mutex ("Futexes Are Tricky", mutex 3):
-  // contended means "someone may be waiting, wake on unlock".
+ protected:
   static constexpr std::uint32_t unlocked = 0;
   static constexpr std::uint32_t locked = 1;
   static constexpr std::uint32_t contended = 2;
 
+  futex_lock() noexcept = default;
+  // Waits for an unlock still inside its critical section: it may have
+  // released the lock to the thread now destroying the mutex (see
+  // release_contended()).
+  ~futex_lock() {
+    lock_.lock();
+    lock_.unlock();
+  }
+  // spin_acquire(): try_lock(), then a few attempts while spinning; true
+  // if one took it. A critical section on another worker usually ends
+  // within a few hundred nanoseconds, far less than a block and a wake-up.
+  bool spin_acquire() noexcept;
+  // claim_contended(), under lock_: marks the lock contended, which takes
+  // it if it was free (our unlock then wakes the next waiter, whom we
+  // cannot see from here).
+  bool claim_contended() noexcept { return state_.exchange(contended, std::memory_order_acquire) == unlocked; }
+  // release_uncontended(): unlock() when nobody may be waiting; false if
+  // someone may, and release_contended() must follow.
+  bool release_uncontended() noexcept {
+    std::uint32_t expected = locked;
+    return state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed);
+  }
+  // release_contended(), under lock_: the lock is released under lock_,
+  // not before it. Released first, it could be taken, released and the
+  // mutex destroyed by another thread (the last reference dropped under
+  // it, which std allows) while this one still has lock_ to take; the
+  // destructor passes through lock_, so the object outlives this section.
+  void release_contended() noexcept { state_.store(unlocked, std::memory_order_release); }
+
   std::atomic<std::uint32_t> state_{unlocked};
-  detail::spinlock lock_;  // guards waiters_
-  detail::wait_list waiters_;
+  spinlock lock_;  // guards waiters_
+  wait_list waiters_;
+};
+
+}  // namespace detail
+
+// mutex is a non-recursive lock for fibers (and plain threads). A fiber that
+// finds it held spins briefly, then blocks: its worker runs other fibers until
+// unlock() hands the wake-up to it. Meets the Lockable requirements, so it
+// works with std::lock_guard, std::unique_lock and std::scoped_lock.
+//
+// Unlock wakes one waiter, which then competes for the lock with any newcomer
+// (no hand-off): throughput over strict FIFO fairness, as with a futex mutex.
+class mutex : public detail::futex_lock {
+ public:
+  mutex() noexcept = default;
+
+  void lock();
+  void unlock() noexcept;
 };
 
 // timed_mutex is mutex with std::timed_mutex's timed attempts: a waiter
@@ -62,25 +97,13 @@ class mutex {
 // mutex, the woken waiter competes for the lock again (no hand-off).
 // Also a usched extension: lock(std::stop_token) gives up when stop is
 // requested.
-class timed_mutex {
+class timed_mutex : public detail::futex_lock {
  public:
   timed_mutex() noexcept = default;
-  timed_mutex(const timed_mutex&) = delete;
-  timed_mutex& operator=(const timed_mutex&) = delete;
-  // As ~mutex(): an unlock() may still be inside its critical section.
-  ~timed_mutex() {
-    lock_.lock();
-    lock_.unlock();
-  }
 
   void lock() { (void)lock_until(detail::no_deadline, {}); }
   // lock(stop): lock(), or false once `stop` is requested first.
   [[nodiscard]] bool lock(const std::stop_token& stop) { return lock_until(detail::no_deadline, stop); }
-  bool try_lock() noexcept {
-    std::uint32_t expected = unlocked;
-    return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
-                                          std::memory_order_relaxed);
-  }
   // try_lock_for()/try_lock_until(): false if the lock could not be taken
   // before the time; any clock (usched/detail/deadline.hpp's rules).
   template <class Rep, class Period>
@@ -97,14 +120,6 @@ class timed_mutex {
   // lock_until() takes the lock, or returns false at `deadline_ns` (see
   // detail::wait_in) or once `stop` is requested.
   bool lock_until(std::int64_t deadline_ns, const std::stop_token& stop);
-
-  static constexpr std::uint32_t unlocked = 0;
-  static constexpr std::uint32_t locked = 1;
-  static constexpr std::uint32_t contended = 2;
-
-  std::atomic<std::uint32_t> state_{unlocked};
-  detail::spinlock lock_;  // guards waiters_
-  detail::wait_list waiters_;
 };
 
 namespace detail {
