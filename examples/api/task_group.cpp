@@ -15,7 +15,9 @@ int main() {
     usched::task_group g;
     for (int part = 0; part < 8; ++part) {
       g.spawn([&](std::stop_token stop, int p) {
-        for (int i = 0; i < 1000; ++i) {
+        // Part 3 is bad at its 10th item; the others are too long to finish
+        // before it gets there.
+        for (int i = 0; i < 10'000'000; ++i) {
           if (stop.stop_requested()) {  // a sibling failed: no point going on
             ++gave_up;
             return;
@@ -32,7 +34,7 @@ int main() {
     } catch (const std::runtime_error& e) {
       std::printf("wait() rethrew: %s (%d items checked, %d parts gave up)\n", e.what(), checked.load(),
                   gave_up.load());
-      return gave_up.load() > 0;
+      return gave_up.load() == 7;
     }
   });
   return ok ? 0 : 1;
