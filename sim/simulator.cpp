@@ -459,7 +459,9 @@ void simulator::ask_program(int cpu) {
       case step::kind::join:
         if (s.target->exited) continue;
         s.target->joiners.push_back(f);
-        // The join hand-off, as the real backend's join_fiber().
+        // The join hand-off in its two steps; the real backend takes them
+        // in the block's one lock hold (engine::schedule with the joinee
+        // named), which the engine's tests hold to the same decisions.
         engine_->hand_off(cpu, s.target);
         leave(cpu, prev_action::block);
         return;
@@ -467,7 +469,8 @@ void simulator::ask_program(int cpu) {
         f->exited = true;
         acting_cpu_ = cpu;
         // The first joiner gets the hand-off back (the real backend has one
-        // joiner per fiber); any others are plain wake-ups.
+        // joiner per fiber, and takes this and the exit's pick in one lock
+        // hold: engine::exit_to_joiner); any others are plain wake-ups.
         for (std::size_t i = 0; i < f->joiners.size(); ++i) {
           if (i == 0) {
             wake_joiner(*f->joiners[i], cpu);

@@ -1062,6 +1062,185 @@ TEST_CASE("engine: the fair yield's short path decides as pick_next does", "[eng
   }
 }
 
+// The join hand-off's one-lock paths against its two-step sequences: a
+// join's block with the joinee named (schedule(block, joined)) against
+// hand_off() and then pick_next(block), and exit_to_joiner() against
+// wake_joiner() and then pick_next(exit). Two engines given the same random
+// fork-join program, each through one kind of path, must agree on every
+// pick, on the queue's and the tree's order, on the counts, on every
+// vruntime and on the load signals, under the fair and the FIFO and LIFO
+// disciplines, with fibers of three weights, one pinned.
+TEST_CASE("engine: the join hand-off's one-lock paths decide as the two-step ones do", "[engine]") {
+  for (const char* policy : {"cfs", "cfs-v5.9", "cfs-blocked-load", "steal", "steal-lifo", "none"}) {
+    CAPTURE(policy);
+    constexpr int n = 16;
+    engine fast = make_engine("pack:1 core:1 pu:1", 1, policy);
+    engine full = make_engine("pack:1 core:1 pu:1", 1, policy);
+    std::deque<sched_entity> fa(n), fb(n);
+    const unsigned weights[] = {1024, 335, 3121};
+    for (int i = 0; i < n; ++i) {
+      fa[static_cast<std::size_t>(i)].weight = fb[static_cast<std::size_t>(i)].weight = weights[i % 3];
+    }
+    fa[5].pinned = fb[5].pinned = 0;
+    // What each fiber is doing. A fiber joins only fibers of higher index,
+    // so no two ever wait for each other.
+    enum class st { free, runnable, blocked, joining };
+    std::vector<st> state(n, st::free);
+    std::vector<int> joiner(n, -1);
+    std::int64_t now = 0;
+    auto index_of = [](const std::deque<sched_entity>& all, const sched_entity* se) {
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        if (&all[i] == se) return static_cast<int>(i);
+      }
+      return -1;
+    };
+    auto tree_of = [&](engine& e, const std::deque<sched_entity>& all) {
+      std::vector<int> out;
+      for (const sched_entity& se : e.rq(0).timeline) out.push_back(index_of(all, &se));
+      return out;
+    };
+    auto same = [&] {
+      const auto& qa = fast.rq(0);
+      const auto& qb = full.rq(0);
+      REQUIRE(index_of(fa, qa.curr) == index_of(fb, qb.curr));
+      REQUIRE(tree_of(fast, fa) == tree_of(full, fb));
+      REQUIRE(queue_of(fast, 0, fa) == queue_of(full, 0, fb));
+      REQUIRE(qa.nr_running == qb.nr_running);
+      REQUIRE(qa.load_weight == qb.load_weight);
+      REQUIRE(qa.nr_queued.load() == qb.nr_queued.load());
+      REQUIRE(qa.nr_pinned.load() == qb.nr_pinned.load());
+      REQUIRE(qa.idle.load() == qb.idle.load());
+      REQUIRE(qa.min_vruntime == qb.min_vruntime);
+      REQUIRE(qa.min_vruntime_pub.load() == qb.min_vruntime_pub.load());
+      REQUIRE(qa.slice_ns == qb.slice_ns);
+      REQUIRE(qa.util_est == qb.util_est);
+      REQUIRE(qa.pelt.all.load_sum == qb.pelt.all.load_sum);
+      REQUIRE(qa.pelt.all.util_sum == qb.pelt.all.util_sum);
+      REQUIRE(qa.pelt.runnable_load_avg == qb.pelt.runnable_load_avg);
+      REQUIRE(qa.load_avg_pub.load() == qb.load_avg_pub.load());
+      REQUIRE(qa.util_avg_pub.load() == qb.util_avg_pub.load());
+      for (std::size_t i = 0; i < fa.size(); ++i) {
+        REQUIRE(fa[i].on_rq.load() == fb[i].on_rq.load());
+        REQUIRE(fa[i].vruntime == fb[i].vruntime);
+        REQUIRE(fa[i].sum_exec == fb[i].sum_exec);
+        REQUIRE(fa[i].exec_start == fb[i].exec_start);
+        REQUIRE(fa[i].avg.util_sum == fb[i].avg.util_sum);
+        REQUIRE(fa[i].avg.runnable_sum == fb[i].avg.runnable_sum);
+        REQUIRE(fa[i].util_est_ewma == fb[i].util_est_ewma);
+      }
+      REQUIRE(fast.counters(0).handoffs.get() == full.counters(0).handoffs.get());
+    };
+    std::uint64_t rng = 2024;
+    auto rand = [&rng](std::uint64_t m) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      return (rng >> 33) % m;
+    };
+    auto pick_any = [&](st want, int above) {
+      std::vector<int> c;
+      for (int i = above + 1; i < n; ++i) {
+        if (state[static_cast<std::size_t>(i)] == want) c.push_back(i);
+      }
+      return c.empty() ? -1 : c[rand(c.size())];
+    };
+    auto spawn = [&](int i) {
+      const auto k = static_cast<std::size_t>(i);
+      fa[k].cpu.store(-1);
+      fb[k].cpu.store(-1);
+      fast.enqueue(0, &fa[k], enqueue_kind::spawn_local, now);
+      full.enqueue(0, &fb[k], enqueue_kind::spawn_local, now);
+      state[k] = st::runnable;
+    };
+    std::vector<usched::cpu_snapshot> scratch;
+    sched_entity* ca = nullptr;
+    sched_entity* cb = nullptr;
+    int joins_handed = 0, joins_not = 0, exits_handed = 0;
+    for (int step = 0; step < 30000; ++step) {
+      now += static_cast<std::int64_t>(rand(8) == 0 ? rand(3'000'000) : rand(30'000));
+      if (ca == nullptr) {
+        // Idle: a blocked fiber wakes, or a new one starts.
+        if (const int b = pick_any(st::blocked, -1); b >= 0 && rand(2) == 0) {
+          const auto k = static_cast<std::size_t>(b);
+          fast.enqueue(0, &fa[k], enqueue_kind::wakeup, now);
+          full.enqueue(0, &fb[k], enqueue_kind::wakeup, now);
+          state[k] = st::runnable;
+        } else if (const int f = pick_any(st::free, -1); f >= 0) {
+          spawn(f);
+        } else if (b >= 0) {
+          const auto k = static_cast<std::size_t>(b);
+          fast.enqueue(0, &fa[k], enqueue_kind::wakeup, now);
+          full.enqueue(0, &fb[k], enqueue_kind::wakeup, now);
+          state[k] = st::runnable;
+        }
+        ca = fast.pick_next(0, nullptr, prev_action::requeue, now);
+        cb = full.pick_next(0, nullptr, prev_action::requeue, now);
+        same();
+        continue;
+      }
+      const int me = index_of(fa, ca);
+      const auto mk = static_cast<std::size_t>(me);
+      const std::uint64_t what = rand(20);
+      if (what < 5) {
+        if (const int f = pick_any(st::free, -1); f >= 0) spawn(f);
+      } else if (what < 10) {
+        // Join a fiber that is not done and has no joiner yet.
+        std::vector<int> c;
+        for (int i = me + 1; i < n; ++i) {
+          const st s = state[static_cast<std::size_t>(i)];
+          if (s != st::free && joiner[static_cast<std::size_t>(i)] < 0) c.push_back(i);
+        }
+        if (!c.empty()) {
+          const auto t = static_cast<std::size_t>(c[rand(c.size())]);
+          joiner[t] = me;
+          state[mk] = st::joining;
+          const bool queued = fa[t].on_rq.load();
+          (queued ? joins_handed : joins_not) += 1;
+          ca = fast.schedule(0, ca, prev_action::block, now, &fa[t]).next;
+          full.hand_off(0, &fb[t]);
+          cb = full.pick_next(0, cb, prev_action::block, now);
+          if (queued) REQUIRE(ca == &fa[t]);
+        }
+      } else if (what < 14) {
+        // Exit, handing the worker back to a joiner.
+        const int j = joiner[mk];
+        state[mk] = st::free;
+        joiner[mk] = -1;
+        if (j >= 0) {
+          const auto jk = static_cast<std::size_t>(j);
+          state[jk] = st::runnable;
+          REQUIRE(fast.hands_back(fa[jk], 0));
+          ++exits_handed;
+          ca = fast.exit_to_joiner(0, ca, &fa[jk], now).next;
+          full.wake_joiner(&fb[jk], 0, 1, scratch, now);
+          cb = full.pick_next(0, cb, prev_action::exit, now);
+          REQUIRE(ca == &fa[jk]);
+        } else {
+          ca = fast.pick_next(0, ca, prev_action::exit, now);
+          cb = full.pick_next(0, cb, prev_action::exit, now);
+        }
+      } else if (what < 16) {
+        state[mk] = st::blocked;
+        ca = fast.pick_next(0, ca, prev_action::block, now);
+        cb = full.pick_next(0, cb, prev_action::block, now);
+      } else if (what < 18) {
+        if (const int b = pick_any(st::blocked, -1); b >= 0) {
+          const auto k = static_cast<std::size_t>(b);
+          fast.enqueue(0, &fa[k], enqueue_kind::wakeup, now);
+          full.enqueue(0, &fb[k], enqueue_kind::wakeup, now);
+          state[k] = st::runnable;
+        }
+      } else {
+        ca = fast.schedule(0, ca, prev_action::yield, now).next;
+        cb = full.schedule(0, cb, prev_action::yield, now).next;
+      }
+      same();
+    }
+    // Every path was taken, many times.
+    CHECK(joins_handed > 500);
+    CHECK(joins_not > 100);
+    CHECK(exits_handed > 500);
+  }
+}
+
 TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from the oldest",
           "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal-lifo");

@@ -521,7 +521,8 @@ unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool
 // tracking: prev leaves the runqueue and the first queued fiber, if any,
 // runs. There is no time to account (the clock is not read), and every pick
 // gets the fixed slice the runqueue was given at construction.
-sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now) noexcept {
+sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now,
+                                 sched_entity* joined) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
   assert(q.curr == prev);
@@ -529,8 +530,9 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
     // A wake-up came first: the block is a requeue, which the full path
     // handles (wake_pending stays set; only this worker clears it).
     q.lock.unlock();
-    return pick_next(cpu, prev, prev_action::requeue, now);
+    return pick_next(cpu, prev, prev_action::requeue, now, nullptr, joined);
   }
+  if (joined) take_handoff(cpu, q, joined);
   --q.nr_running;
   q.load_weight -= prev->weight;
   sched_entity* next = q.head;
@@ -545,14 +547,15 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
 }
 
 sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action, const now_source& now,
-                               int* pushed_to) {
+                               int* pushed_to, sched_entity* joined) {
   if (!fair_ && !tracks_load_ && prev && (action == prev_action::block || action == prev_action::exit)) {
-    return leave_fifo(cpu, prev, action, now);
+    return leave_fifo(cpu, prev, action, now, joined);
   }
   runqueue& q = rq(cpu);
   const bool yielding = action == prev_action::yield;
   if (yielding) action = prev_action::requeue;
   q.lock.lock();
+  if (joined) take_handoff(cpu, q, joined);
   if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
   bool load_changed = false;
   if (prev) {
@@ -1055,6 +1058,82 @@ wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t ran
   // The joiner runs next, in the exiting fiber's place: only others queued
   // behind it are work for an idle worker.
   r.kick = queued > 1 && pulls_when_idle_ && !rq(cpu).idle.load(std::memory_order_relaxed);
+  return r;
+}
+
+pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* joiner, const now_source& now) {
+  assert(hands_back(*joiner, cpu));
+  pick_result r;
+  // Woken before it finished blocking (it cannot be, here: this worker runs
+  // prev, and the caller holds the joiner's claim; the test is the one
+  // wake_joiner() makes), or an active balance to serve at this switch
+  // (its victim may be the joiner, queued): the two-step path.
+  const auto two_steps = [&] {
+    if (!wake_running(joiner)) {
+      counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
+      const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true);
+      r.kick = queued > 1 && pulls_when_idle_ && !rq(cpu).idle.load(std::memory_order_relaxed);
+    }
+    r.next = pick_next(cpu, prev, prev_action::exit, now, &r.pushed_to);
+    return r;
+  };
+  runqueue& q = rq(cpu);
+  if (joiner->on_rq.load(std::memory_order_acquire)) [[unlikely]] return two_steps();
+  q.lock.lock();
+  if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
+    q.lock.unlock();
+    return two_steps();
+  }
+  assert(q.curr == prev);
+  cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
+  c.wake_prev.add();
+  c.handoffs.add();
+  if (fair_ || tracks_load()) {
+    // The joiner's wake-up (enqueue(wakeup) onto the worker it last ran on:
+    // no migration), less its queue insert.
+    update_curr(q, now);
+    if (tracks_load()) {
+      update_load(q, now());
+      pelt_update(joiner->avg, now(), joiner->weight, false, false);
+      q.pelt.enqueue_runnable(joiner->avg);
+      util_est_enqueue(q, *joiner);
+    }
+    if (fair_) {
+      // Sleeper credit, as enqueue() gives it.
+      const std::uint64_t floor = q.min_vruntime - static_cast<std::uint64_t>(cfg_.sched_latency_ns / 2);
+      if (static_cast<std::int64_t>(joiner->vruntime - floor) < 0) joiner->vruntime = floor;
+    }
+    // The exit (pick_next(exit)): prev's load leaves with it.
+    if (tracks_load()) {
+      q.pelt.dequeue_runnable(prev->avg);
+      util_est_dequeue(q, *prev, false);
+      q.pelt.detach(prev->avg);
+    }
+  }
+  prev->wake_pending = false;
+  // One runnable fiber for another: the count stays, the weight changes.
+  q.load_weight = q.load_weight - prev->weight + joiner->weight;
+  joiner->on_rq.store(true, std::memory_order_release);
+  // Last for prev, as in pick_next(): from here its memory may be reused.
+  prev->on_rq.store(false, std::memory_order_release);
+  q.curr = joiner;
+  if (fair_) {
+    joiner->exec_start = now();
+    joiner->prev_sum_exec = joiner->sum_exec;
+    set_slice(q, *joiner);
+    update_min_vruntime(q);
+    q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
+    // Made next and then taken off the timeline, it left no hand-off.
+    q.handoff = nullptr;
+  }
+  q.need_resched.store(false, std::memory_order_relaxed);
+  q.idle.store(false, std::memory_order_relaxed);
+  if (tracks_load()) publish_load(q);
+  note_overload(q);
+  const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
+  q.lock.unlock();
+  r.next = joiner;
+  r.kick = queued > 0 && pulls_when_idle_;
   return r;
 }
 

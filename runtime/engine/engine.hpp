@@ -421,6 +421,10 @@ struct pick_result {
   // An active balance pushed the previous fiber to this worker, which must
   // be woken; -1 for none.
   int pushed_to = -1;
+  // exit_to_joiner() only: fibers wait behind the joiner it handed the
+  // worker to, and the policy lets idle workers pull them: kick as for a
+  // wake-up (wake_result::kick).
+  bool kick = false;
 };
 
 // What the tick asks of the backend (engine::tick).
@@ -519,13 +523,39 @@ class engine {
   wake_result wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random, std::vector<cpu_snapshot>& scratch,
                           const now_source& now);
 
+  // The backends take both halves in the switch they end in, one lock hold
+  // each instead of two; a differential test holds them to the two-step
+  // sequences above.
+  //
+  // The joiner's: schedule(cpu, prev, block, now, joined), where joined is
+  // the fiber prev waits for, is hand_off(cpu, joined) and then the block's
+  // pick, under the one lock of that pick (and the same under a block that
+  // a wake-up turned into a requeue).
+  //
+  // The exiting fiber's: hands_back(joiner, cpu) says whether wake_joiner()
+  // would hand cpu to the joiner; if so, exit_to_joiner(cpu, prev, joiner,
+  // now) is wake_joiner() and then the exit's pick (schedule(cpu, prev,
+  // exit)), with the joiner made the running fiber directly: it never
+  // enters the queue, so there is no insert and erase of it, no queue
+  // count to publish, and the runqueue's signals change once. The overload
+  // flag is noted from the state after the exit (the two-step path notes
+  // it with the joiner queued, which overloads a worker that will not be).
+  // Otherwise the backend wakes the joiner with wake_up() and then
+  // schedules the exit.
+  bool hands_back(const sched_entity& joiner, int cpu) const noexcept {
+    return cfg_.join_handoff && joiner.cpu.load(std::memory_order_relaxed) == cpu &&
+           (joiner.pinned < 0 || joiner.pinned == cpu);
+  }
+  pick_result exit_to_joiner(int cpu, sched_entity* prev, sched_entity* joiner, const now_source& now);
+
   // schedule() is the running worker's switch decision: prev (its running
   // fiber) stops running as `action` says, and the next fiber comes back
   // (see pick_next). The FIFO disciplines without load tracking take the
   // short paths (yield_fifo, leave_fifo), which read no clock. Inline: it
   // is most of a yield.
+  // `joined`: see the join hand-off above (a block only).
   [[gnu::always_inline]] pick_result schedule(int cpu, sched_entity* prev, prev_action action,
-                                              const now_source& now) {
+                                              const now_source& now, sched_entity* joined = nullptr) {
     pick_result r;
     if (!fair_ && !tracks_load_) {
       if (action == prev_action::yield) {
@@ -533,7 +563,7 @@ class engine {
         return r;
       }
       if (action == prev_action::block || action == prev_action::exit) {
-        r.next = leave_fifo(cpu, prev, action, now);
+        r.next = leave_fifo(cpu, prev, action, now, joined);
         return r;
       }
     }
@@ -541,7 +571,7 @@ class engine {
       r.next = yield_fair(cpu, prev, now, &r.pushed_to);
       return r;
     }
-    r.next = pick_next(cpu, prev, action, now, &r.pushed_to);
+    r.next = pick_next(cpu, prev, action, now, &r.pushed_to, joined);
     return r;
   }
 
@@ -624,8 +654,10 @@ class engine {
   // balance asked for it, a requeued prev is pushed to the requesting worker
   // instead (its lock taken after ours is released); *pushed_to then names
   // that worker, which the caller must wake.
+  // `joined`: a fiber queued here that prev, blocking, waits for (the
+  // join hand-off, schedule()): it runs next.
   sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, const now_source& now,
-                          int* pushed_to = nullptr);
+                          int* pushed_to = nullptr, sched_entity* joined = nullptr);
 
   // yield_fifo() is pick_next(cpu, prev, yield) for the FIFO discipline
   // without load tracking, cut to what a yield needs: under the lock, the
@@ -892,7 +924,18 @@ class engine {
   // vruntime and nothing to publish but the queue count: enqueue() and
   // pick_next() go straight to these.
   unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff) noexcept;
-  sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now) noexcept;
+  sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now,
+                           sched_entity* joined) noexcept;
+  // take_handoff(): under q's lock, hand_off()'s test and effect: `joined`
+  // (which prev, blocking, waits for) runs next if it is queued on q.
+  void take_handoff(int cpu, runqueue& q, sched_entity* joined) noexcept {
+    if (!cfg_.join_handoff) return;
+    // on_rq before cpu: see hand_off().
+    if (joined->on_rq.load(std::memory_order_acquire) && joined->cpu.load(std::memory_order_relaxed) == cpu &&
+        joined != q.curr) {
+      make_next(cpu, q, joined);
+    }
+  }
   // The queue-order list alone (no counts, no timeline); inline, for the
   // yield path.
   static void list_link(runqueue& q, sched_entity* se, bool front) noexcept {

@@ -449,7 +449,7 @@ void runtime_impl::kick_idle(int busy_cpu, worker* w) noexcept {
   if (cpu >= 0) worker_at(cpu).notify();
 }
 
-void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
+fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   check_stack_canary(f, opts_.stack_size / 1024);
   f->join_lock.lock();
   f->done.store(true, std::memory_order_release);
@@ -462,13 +462,13 @@ void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   // we hold the claim, it waits for our resume.
   const bool won = joiner && claim(*joiner, token);
   f->join_lock.unlock();
+  fiber* handed = nullptr;
   if (won) {
+    // A joining fiber is woken by the exit's switch (the join hand-off's
+    // second half: one that last ran here runs next, where its children's
+    // data is); a thread is resumed now.
     if (joiner->is_fiber) {
-      // The join hand-off's second half: a joiner that last ran here runs
-      // next, where its children's data is.
-      carry_out(engine_.wake_joiner(static_cast<fiber*>(joiner), w->index(), w->next_random(), w->scratch(),
-                                    engine_clock()),
-                w);
+      handed = static_cast<fiber*>(joiner);
     } else {
       resume(*joiner);
     }
@@ -479,6 +479,7 @@ void runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
     std::lock_guard<std::mutex> lk(live_mutex_);
     live_cv_.notify_all();
   }
+  return handed;
 }
 
 void runtime_impl::drop_ref(fiber* f) noexcept {
@@ -766,13 +767,22 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token&
   f->joiner = &me;
   f->joiner_token = token;
   f->join_lock.unlock();
-  // The join hand-off: a joinee still queued on this worker runs next, in
-  // the joiner's place (depth-first fork-join).
   if (me.is_fiber) {
+    // The join hand-off: a joinee still queued on this worker runs next, in
+    // the joiner's place (depth-first fork-join), decided by the block's
+    // own switch.
     worker* w = worker_of_this_thread();
-    w->rt().eng().hand_off(w->index(), f);
+    auto& self = static_cast<fiber&>(me);
+    if (stop.stop_possible()) {
+      // As block(me, token, deadline_ns, stop).
+      std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token); });
+      w->block_current(&self, token, deadline_ns, f);
+    } else {
+      w->block_current(&self, token, deadline_ns, f);
+    }
+  } else {
+    block(me, token, deadline_ns, stop);
   }
-  block(me, token, deadline_ns, stop);
   // Woken by the exit, or by the deadline or a stop: the exit sets done before it
   // claims, so done tells. A joiner the deadline woke leaves its place
   // (under join_lock, where the exit reads it); a later join takes it again.

@@ -83,10 +83,13 @@ class worker {
   void yield_current(prev_action action = prev_action::yield);
   // block_current() switches away from `self`, which has armed `token` and
   // published itself; when has_timer(deadline_ns), a timer on this worker's
-  // heap claims the token then.
-  void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns);
-  // exit_current() leaves the finished running fiber forever.
-  [[noreturn]] void exit_current();
+  // heap claims the token then. `joined`: the fiber `self` waits for (a
+  // join); if it is queued here, it runs next (the join hand-off).
+  void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns, fiber* joined = nullptr);
+  // exit_current() leaves the finished running fiber forever. `joiner`:
+  // the fiber fiber_done() claimed, which waited for this one to finish;
+  // it is woken here, in the exit's switch.
+  [[noreturn]] void exit_current(fiber* joiner);
   // preempt_check() is this_fiber::preempt_point(): run the tick if it is
   // due, and yield if a wake-up asked for it or the slice is used up while
   // others wait.
@@ -292,9 +295,11 @@ class runtime_impl {
   // carry_out() wakes whom a wake-up's result names (the worker it queued
   // on, a parked worker to balance); `w` is the calling worker, or null.
   void carry_out(const wake_result& r, worker* w) noexcept;
-  // fiber_done() publishes completion, wakes the joiner; runs on the fiber,
-  // on worker `w`.
-  void fiber_done(fiber* f, worker* w) noexcept;
+  // fiber_done() publishes completion and ends its joiner's wait; runs on
+  // the fiber, on worker `w`. A joiner on a thread is resumed here; a
+  // joining fiber, claimed, comes back, for the exit's switch to wake
+  // (worker::exit_current, where the join hand-off gives it the worker).
+  fiber* fiber_done(fiber* f, worker* w) noexcept;
   // drop_ref() releases one reference; the last one recycles the fiber. The
   // second form is for a caller running on worker `w`.
   void drop_ref(fiber* f) noexcept;

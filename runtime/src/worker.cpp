@@ -202,8 +202,8 @@ void worker::fiber_entry(bctx::transfer_t t) {
   if (self->locals) [[unlikely]] self->locals->clear();
   // The task may have moved to another worker: look again, once.
   w = worker_of_this_thread();
-  w->rt_.fiber_done(self, w);
-  w->exit_current();
+  fiber* joiner = w->rt_.fiber_done(self, w);
+  w->exit_current(joiner);
 }
 
 void worker::yield_current(prev_action action) {
@@ -222,12 +222,12 @@ void worker::yield_current(prev_action action) {
   switch_to(next ? next : &idle_, false);
 }
 
-void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns) {
+void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns, fiber* joined) {
   if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
   if (has_timers_) run_timers(now_ns());
   // An active balance asked of this worker is served at this switch too:
   // the worker it handed a fiber to must be woken.
-  const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, switch_clock(rt_.eng()));
+  const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, switch_clock(rt_.eng()), joined);
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   // A wake-up that arrived before we got here turned the block into a
@@ -239,8 +239,19 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
   switch_to(next ? next : &idle_, false);
 }
 
-void worker::exit_current() {
-  const pick_result r = rt_.eng().schedule(index_, current_, prev_action::exit, switch_clock(rt_.eng()));
+void worker::exit_current(fiber* joiner) {
+  engine& e = rt_.eng();
+  pick_result r;
+  if (joiner && e.hands_back(*joiner, index_)) {
+    // The join hand-off: the joiner runs next, in this switch.
+    r = e.exit_to_joiner(index_, current_, joiner, switch_clock(e));
+    if (r.kick) rt_.kick_idle(index_, this);
+  } else {
+    // A joiner elsewhere is woken first, as any wake-up, then the exit
+    // picks what runs here.
+    if (joiner) rt_.schedule(joiner, placement_kind::wake, this);
+    r = e.schedule(index_, current_, prev_action::exit, switch_clock(e));
+  }
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   switch_to(next ? next : &idle_, true);
