@@ -1241,6 +1241,78 @@ TEST_CASE("engine: the join hand-off's one-lock paths decide as the two-step one
   }
 }
 
+// The timeline's inserts take shortcuts at its two ends (the rightmost, read
+// from the tree's header; the previous insert; the leftmost): through
+// spawns, wake-ups with sleeper credit, yields, blocks and exits of fibers
+// of three weights, the tree must stay in vruntime order and hold exactly
+// the queued fibers.
+TEST_CASE("engine: the timeline stays in vruntime order through its insert shortcuts", "[engine][cfs]") {
+  constexpr int n = 40;
+  engine e = make_engine("pack:1 core:1 pu:1", 1, "cfs");
+  std::deque<sched_entity> f(n);
+  const unsigned weights[] = {1024, 820, 1277};
+  for (int i = 0; i < n; ++i) f[static_cast<std::size_t>(i)].weight = weights[i % 3];
+  std::vector<int> blocked, fresh;
+  for (int i = n - 1; i >= 0; --i) fresh.push_back(i);
+  std::uint64_t rng = 77;
+  auto rand = [&rng](std::uint64_t m) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (rng >> 33) % m;
+  };
+  std::int64_t now = 0;
+  sched_entity* c = nullptr;
+  int at_right = 0, elsewhere = 0;
+  for (int step = 0; step < 50000; ++step) {
+    now += static_cast<std::int64_t>(rand(16) == 0 ? rand(2'000'000) : rand(20'000));
+    const std::uint64_t what = rand(10);
+    const auto& t = e.rq(0).timeline;
+    const auto last_is = [&t](const sched_entity& se) { return &*std::prev(t.end()) == &se; };
+    if (what < 3 && !fresh.empty()) {
+      // A burst of spawns, as fork-join code makes.
+      for (std::uint64_t k = 1 + rand(4); k > 0 && !fresh.empty(); --k) {
+        const int i = fresh.back();
+        fresh.pop_back();
+        const bool before_some = !t.empty();
+        e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::spawn_local, now);
+        if (before_some) (last_is(f[static_cast<std::size_t>(i)]) ? at_right : elsewhere) += 1;
+      }
+    } else if (what < 5 && !blocked.empty()) {
+      const std::size_t k = rand(blocked.size());
+      const int i = blocked[k];
+      blocked.erase(blocked.begin() + static_cast<std::ptrdiff_t>(k));
+      const bool before_some = !t.empty();
+      e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::wakeup, now);
+      if (before_some) (last_is(f[static_cast<std::size_t>(i)]) ? at_right : elsewhere) += 1;
+    } else if (c && what < 7) {
+      c = e.schedule(0, c, prev_action::yield, now).next;
+    } else if (c && what < 9) {
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        if (&f[i] == c) blocked.push_back(static_cast<int>(i));
+      }
+      c = e.pick_next(0, c, prev_action::block, now);
+    } else if (c) {
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        if (&f[i] == c) fresh.push_back(static_cast<int>(i));
+      }
+      c = e.pick_next(0, c, prev_action::exit, now);
+    } else {
+      c = e.pick_next(0, nullptr, prev_action::requeue, now);
+    }
+    const auto& q = e.rq(0);
+    std::size_t size = 0;
+    const sched_entity* prev = nullptr;
+    for (const sched_entity& se : q.timeline) {
+      if (prev) REQUIRE(static_cast<std::int64_t>(se.vruntime - prev->vruntime) >= 0);
+      prev = &se;
+      ++size;
+    }
+    REQUIRE(size == q.nr_queued.load());
+  }
+  // Both kinds of insert were made, many times.
+  CHECK(at_right > 50);
+  CHECK(elsewhere > 1000);
+}
+
 TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from the oldest",
           "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal-lifo");

@@ -94,8 +94,24 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
 // from the root would touch a line of every fiber on its way down (each in
 // its own fiber's block): with a thousand fibers queued, that walk was a
 // quarter of a spawn and join.
+//
+// The right end is checked first, from the tree's header, which holds the
+// rightmost node: reaching it by iterator (std::next of the newest, or
+// insert_before(end())) climbs or descends the tree's right spine, a line
+// of another fiber at each of its ~log2(n) levels.
 void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept {
   const runqueue::by_vruntime before;
+  using traits = runqueue::timeline_t::node_traits;
+  const auto header = q.timeline.end().pointed_node();
+  if (const auto right = traits::get_right(header); right && right != header) {
+    // Not before the rightmost: it goes last (push_back links it there
+    // without a walk). Equal keys stay in FIFO order.
+    if (!before(*se, *runqueue::timeline_t::value_traits::to_value_ptr(right))) {
+      q.timeline.push_back(*se);
+      q.last_inserted = se;
+      return;
+    }
+  }
   if (sched_entity* last = q.last_inserted) {
     const auto next = std::next(q.timeline.iterator_to(*last));
     // After last and before its successor (equal keys stay in FIFO order).
