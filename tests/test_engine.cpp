@@ -372,6 +372,46 @@ TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[en
   CHECK(ran != nullptr);
 }
 
+// sched_slice() of fibers of one weight takes a shortcut (period / n, no
+// division by the total weight); it must give the kernel formula's value,
+// period x weight / total weight, for every count on both sides of
+// sched_nr_latency, and the formula itself for mixed weights.
+TEST_CASE("engine: CFS slices of equal and mixed weights follow the kernel formula", "[engine][cfs]") {
+  for (const unsigned weight : {1024u, 335u, 88761u}) {
+    for (int n = 1; n <= 12; ++n) {
+      CAPTURE(weight, n);
+      engine e = make_engine("pack:1 core:8 pu:1", 8, "cfs");
+      const std::int64_t latency = e.config().sched_latency_ns;
+      const std::int64_t gran = e.config().min_granularity_ns;
+      const auto nr_latency = static_cast<int>(e.sched_nr_latency());
+      REQUIRE(nr_latency == 8);
+      std::deque<sched_entity> f(static_cast<std::size_t>(n));
+      for (auto& se : f) {
+        se.weight = weight;
+        e.enqueue(0, &se, enqueue_kind::spawn, 0);
+      }
+      e.pick_next(0, nullptr, prev_action::requeue, 0);
+      const std::int64_t period = n > nr_latency ? n * gran : latency;
+      CHECK(e.rq(0).slice_ns == static_cast<std::int64_t>(static_cast<unsigned long>(period) * weight /
+                                                           (static_cast<unsigned long>(n) * weight)));
+      CHECK(e.rq(0).slice_ns == (n > nr_latency ? gran : latency / n));
+    }
+  }
+  // Mixed: 1024, 335 and 3121 on one worker; the leftmost (the last
+  // spawned, with the smallest debit) gets its weight's share of 24 ms.
+  engine e = make_engine("pack:1 core:8 pu:1", 8, "cfs");
+  std::deque<sched_entity> f(3);
+  const unsigned weights[] = {1024, 335, 3121};
+  for (std::size_t i = 0; i < 3; ++i) {
+    f[i].weight = weights[i];
+    e.enqueue(0, &f[i], enqueue_kind::spawn, 0);
+  }
+  sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
+  REQUIRE(c != nullptr);
+  CHECK(e.rq(0).slice_ns == static_cast<std::int64_t>(static_cast<unsigned long>(e.config().sched_latency_ns) *
+                                                       c->weight / (1024ul + 335ul + 3121ul)));
+}
+
 TEST_CASE("engine: between SMT siblings a cache-hot fiber moves under cfs (v5.10), not under cfs-v5.9",
           "[engine][cfs]") {
   // task_hot() ignores hotness between SMT siblings since v5.10 (commit

@@ -51,6 +51,12 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
   if (!fair_) {
     for (std::size_t c = 0; c < nr_cpus(); ++c) rqs_[c].slice_ns = cfg_.fifo_slice_ns;
   }
+  // sched_slice() of n fibers of one weight, n up to sched_nr_latency: the
+  // latency period shared n ways.
+  equal_slice_.resize(std::min<std::size_t>(nr_latency_, max_equal_slice) + 1);
+  for (std::size_t n = 1; n < equal_slice_.size(); ++n) {
+    equal_slice_[n] = cfg_.sched_latency_ns / static_cast<std::int64_t>(n);
+  }
   // The LLC and SMT maps of the wake-up placement's has_idle_cores hint.
   llc_level_.assign(nr_cpus(), -1);
   smt_siblings_.resize(nr_cpus());
@@ -169,6 +175,13 @@ std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) cons
   const bool counted = se.on_rq.load(std::memory_order_relaxed);
   const unsigned nr = q.nr_running + (counted ? 0 : 1);
   const unsigned long total = q.load_weight + (counted ? 0 : se.weight);
+  // The weights sum to nr times se's (all of one weight, the common case):
+  // period x weight / total is then exactly period / nr, which is the
+  // minimum granularity past sched_nr_latency and a table entry below it.
+  if (total == static_cast<unsigned long>(nr) * se.weight) {
+    if (nr > nr_latency_) return cfg_.min_granularity_ns;
+    if (nr < equal_slice_.size()) return equal_slice_[nr];
+  }
   const std::int64_t period =
       nr > nr_latency_ ? static_cast<std::int64_t>(nr) * cfg_.min_granularity_ns : cfg_.sched_latency_ns;
   return static_cast<std::int64_t>(static_cast<unsigned long>(period) * se.weight / std::max(total, 1ul));

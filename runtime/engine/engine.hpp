@@ -1086,6 +1086,10 @@ class engine {
   std::vector<std::vector<int>> smt_siblings_;
   bool smt_present_ = false;
   unsigned nr_latency_ = 8;  // sched_nr_latency()
+  // sched_slice() for n runnable fibers of equal weight, n = 1 ..
+  // min(sched_nr_latency, max_equal_slice): sched_latency / n.
+  static constexpr std::size_t max_equal_slice = 64;
+  std::vector<std::int64_t> equal_slice_;
   std::unique_ptr<runqueue[]> rqs_;
   std::vector<std::vector<sd_balance_state>> sd_state_;
   std::unique_ptr<cpu_counters[]> counters_;
