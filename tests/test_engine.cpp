@@ -24,6 +24,29 @@ engine make_engine(const char* synthetic, unsigned workers, const char* policy) 
                 usched::make_policy(policy));
 }
 
+// The index of `se` in `all`, -1 for none (null).
+int index_of(const std::deque<sched_entity>& all, const sched_entity* se) {
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (&all[i] == se) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Worker 0's timeline, in vruntime order, as indices into `all`.
+std::vector<int> tree_of(engine& e, const std::deque<sched_entity>& all) {
+  std::vector<int> out;
+  for (const sched_entity& se : e.rq(0).timeline) out.push_back(index_of(all, &se));
+  return out;
+}
+
+// Two like sets of fibers for a differential test: weights 1024, 335 and
+// 3121 in turn, the sixth pinned to worker 0.
+void twin_fibers(std::deque<sched_entity>& a, std::deque<sched_entity>& b) {
+  const unsigned weights[] = {1024, 335, 3121};
+  for (std::size_t i = 0; i < a.size(); ++i) a[i].weight = b[i].weight = weights[i % 3];
+  a[5].pinned = b[5].pinned = 0;
+}
+
 std::vector<int> queue_of(engine& e, int cpu, const std::deque<sched_entity>& all) {
   std::vector<int> out;
   for (sched_entity* se = e.rq(cpu).head; se; se = se->rq_next) {
@@ -33,6 +56,45 @@ std::vector<int> queue_of(engine& e, int cpu, const std::deque<sched_entity>& al
   }
   return out;
 }
+
+// Two engines of a differential test, each with its own like set of
+// fibers, agree on worker 0's state: the running fiber, the timeline and
+// the queue, the counts, min_vruntime and the slice, the load signals, and
+// every fiber's vruntime, accounting and PELT sums.
+void require_same(engine& fast, const std::deque<sched_entity>& fa, engine& full,
+                  const std::deque<sched_entity>& fb) {
+  const auto& qa = fast.rq(0);
+  const auto& qb = full.rq(0);
+  REQUIRE(index_of(fa, qa.curr) == index_of(fb, qb.curr));
+  REQUIRE(tree_of(fast, fa) == tree_of(full, fb));
+  REQUIRE(queue_of(fast, 0, fa) == queue_of(full, 0, fb));
+  REQUIRE(qa.nr_running == qb.nr_running);
+  REQUIRE(qa.load_weight == qb.load_weight);
+  REQUIRE(qa.nr_queued.load() == qb.nr_queued.load());
+  REQUIRE(qa.nr_pinned.load() == qb.nr_pinned.load());
+  REQUIRE(qa.idle.load() == qb.idle.load());
+  REQUIRE(qa.min_vruntime == qb.min_vruntime);
+  REQUIRE(qa.min_vruntime_pub.load() == qb.min_vruntime_pub.load());
+  REQUIRE(qa.slice_ns == qb.slice_ns);
+  REQUIRE(qa.util_est == qb.util_est);
+  REQUIRE(qa.pelt.all.load_sum == qb.pelt.all.load_sum);
+  REQUIRE(qa.pelt.all.util_sum == qb.pelt.all.util_sum);
+  REQUIRE(qa.pelt.runnable_load_avg == qb.pelt.runnable_load_avg);
+  REQUIRE(qa.load_avg_pub.load() == qb.load_avg_pub.load());
+  REQUIRE(qa.util_avg_pub.load() == qb.util_avg_pub.load());
+  for (std::size_t i = 0; i < fa.size(); ++i) {
+    REQUIRE(fa[i].on_rq.load() == fb[i].on_rq.load());
+    REQUIRE(fa[i].vruntime == fb[i].vruntime);
+    REQUIRE(fa[i].sum_exec == fb[i].sum_exec);
+    REQUIRE(fa[i].prev_sum_exec == fb[i].prev_sum_exec);
+    REQUIRE(fa[i].exec_start == fb[i].exec_start);
+    REQUIRE(fa[i].avg.util_sum == fb[i].avg.util_sum);
+    REQUIRE(fa[i].avg.runnable_sum == fb[i].avg.runnable_sum);
+    REQUIRE(fa[i].util_est_ewma == fb[i].util_est_ewma);
+  }
+  REQUIRE(fast.counters(0).handoffs.get() == full.counters(0).handoffs.get());
+}
+
 
 // One CFS worker with `a` and then `b` spawned on it at time 0.
 engine cfs_worker_with(sched_entity& a, sched_entity& b) {
@@ -1002,47 +1064,11 @@ TEST_CASE("engine: the fair yield's short path decides as pick_next does", "[eng
     engine fast = make_engine("pack:1 core:1 pu:1", 1, policy);
     engine full = make_engine("pack:1 core:1 pu:1", 1, policy);
     std::deque<sched_entity> fa(n), fb(n);
-    const unsigned weights[] = {1024, 335, 3121};
-    for (int i = 0; i < n; ++i) {
-      fa[static_cast<std::size_t>(i)].weight = fb[static_cast<std::size_t>(i)].weight = weights[i % 3];
-    }
-    fa[5].pinned = fb[5].pinned = 0;
+    twin_fibers(fa, fb);
     std::vector<int> blocked;
     std::int64_t now = 0;
     int spawned = 0;
-    auto index_of = [](const std::deque<sched_entity>& all, const sched_entity* se) {
-      for (std::size_t i = 0; i < all.size(); ++i) {
-        if (&all[i] == se) return static_cast<int>(i);
-      }
-      return -1;
-    };
-    auto tree_of = [&](engine& e, const std::deque<sched_entity>& all) {
-      std::vector<int> out;
-      for (const sched_entity& se : e.rq(0).timeline) out.push_back(index_of(all, &se));
-      return out;
-    };
-    auto same = [&] {
-      const auto& qa = fast.rq(0);
-      const auto& qb = full.rq(0);
-      REQUIRE(index_of(fa, qa.curr) == index_of(fb, qb.curr));
-      REQUIRE(tree_of(fast, fa) == tree_of(full, fb));
-      REQUIRE(queue_of(fast, 0, fa) == queue_of(full, 0, fb));
-      REQUIRE(qa.min_vruntime == qb.min_vruntime);
-      REQUIRE(qa.min_vruntime_pub.load() == qb.min_vruntime_pub.load());
-      REQUIRE(qa.slice_ns == qb.slice_ns);
-      REQUIRE(qa.nr_queued.load() == qb.nr_queued.load());
-      REQUIRE(qa.nr_pinned.load() == qb.nr_pinned.load());
-      REQUIRE(qa.pelt.all.load_sum == qb.pelt.all.load_sum);
-      REQUIRE(qa.pelt.all.util_sum == qb.pelt.all.util_sum);
-      REQUIRE(qa.load_avg_pub.load() == qb.load_avg_pub.load());
-      for (std::size_t i = 0; i < fa.size(); ++i) {
-        REQUIRE(fa[i].vruntime == fb[i].vruntime);
-        REQUIRE(fa[i].sum_exec == fb[i].sum_exec);
-        REQUIRE(fa[i].prev_sum_exec == fb[i].prev_sum_exec);
-        REQUIRE(fa[i].avg.util_sum == fb[i].avg.util_sum);
-        REQUIRE(fa[i].avg.runnable_sum == fb[i].avg.runnable_sum);
-      }
-    };
+    auto same = [&] { require_same(fast, fa, full, fb); };
     auto spawn = [&] {
       fast.enqueue(0, &fa[static_cast<std::size_t>(spawned)], enqueue_kind::spawn, now);
       full.enqueue(0, &fb[static_cast<std::size_t>(spawned)], enqueue_kind::spawn, now);
@@ -1117,59 +1143,14 @@ TEST_CASE("engine: the join hand-off's one-lock paths decide as the two-step one
     engine fast = make_engine("pack:1 core:1 pu:1", 1, policy);
     engine full = make_engine("pack:1 core:1 pu:1", 1, policy);
     std::deque<sched_entity> fa(n), fb(n);
-    const unsigned weights[] = {1024, 335, 3121};
-    for (int i = 0; i < n; ++i) {
-      fa[static_cast<std::size_t>(i)].weight = fb[static_cast<std::size_t>(i)].weight = weights[i % 3];
-    }
-    fa[5].pinned = fb[5].pinned = 0;
+    twin_fibers(fa, fb);
     // What each fiber is doing. A fiber joins only fibers of higher index,
     // so no two ever wait for each other.
     enum class st { free, runnable, blocked, joining };
     std::vector<st> state(n, st::free);
     std::vector<int> joiner(n, -1);
     std::int64_t now = 0;
-    auto index_of = [](const std::deque<sched_entity>& all, const sched_entity* se) {
-      for (std::size_t i = 0; i < all.size(); ++i) {
-        if (&all[i] == se) return static_cast<int>(i);
-      }
-      return -1;
-    };
-    auto tree_of = [&](engine& e, const std::deque<sched_entity>& all) {
-      std::vector<int> out;
-      for (const sched_entity& se : e.rq(0).timeline) out.push_back(index_of(all, &se));
-      return out;
-    };
-    auto same = [&] {
-      const auto& qa = fast.rq(0);
-      const auto& qb = full.rq(0);
-      REQUIRE(index_of(fa, qa.curr) == index_of(fb, qb.curr));
-      REQUIRE(tree_of(fast, fa) == tree_of(full, fb));
-      REQUIRE(queue_of(fast, 0, fa) == queue_of(full, 0, fb));
-      REQUIRE(qa.nr_running == qb.nr_running);
-      REQUIRE(qa.load_weight == qb.load_weight);
-      REQUIRE(qa.nr_queued.load() == qb.nr_queued.load());
-      REQUIRE(qa.nr_pinned.load() == qb.nr_pinned.load());
-      REQUIRE(qa.idle.load() == qb.idle.load());
-      REQUIRE(qa.min_vruntime == qb.min_vruntime);
-      REQUIRE(qa.min_vruntime_pub.load() == qb.min_vruntime_pub.load());
-      REQUIRE(qa.slice_ns == qb.slice_ns);
-      REQUIRE(qa.util_est == qb.util_est);
-      REQUIRE(qa.pelt.all.load_sum == qb.pelt.all.load_sum);
-      REQUIRE(qa.pelt.all.util_sum == qb.pelt.all.util_sum);
-      REQUIRE(qa.pelt.runnable_load_avg == qb.pelt.runnable_load_avg);
-      REQUIRE(qa.load_avg_pub.load() == qb.load_avg_pub.load());
-      REQUIRE(qa.util_avg_pub.load() == qb.util_avg_pub.load());
-      for (std::size_t i = 0; i < fa.size(); ++i) {
-        REQUIRE(fa[i].on_rq.load() == fb[i].on_rq.load());
-        REQUIRE(fa[i].vruntime == fb[i].vruntime);
-        REQUIRE(fa[i].sum_exec == fb[i].sum_exec);
-        REQUIRE(fa[i].exec_start == fb[i].exec_start);
-        REQUIRE(fa[i].avg.util_sum == fb[i].avg.util_sum);
-        REQUIRE(fa[i].avg.runnable_sum == fb[i].avg.runnable_sum);
-        REQUIRE(fa[i].util_est_ewma == fb[i].util_est_ewma);
-      }
-      REQUIRE(fast.counters(0).handoffs.get() == full.counters(0).handoffs.get());
-    };
+    auto same = [&] { require_same(fast, fa, full, fb); };
     std::uint64_t rng = 2024;
     auto rand = [&rng](std::uint64_t m) {
       rng = rng * 6364136223846793005ull + 1442695040888963407ull;

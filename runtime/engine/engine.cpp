@@ -656,10 +656,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // 0, and a fiber's sched_entity beyond its first line is never written
     // after the fiber is made (see struct fiber).
     if (fair_) {
-      next->exec_start = now();
-      next->prev_sum_exec = next->sum_exec;
-      set_slice(q, *next);
-      update_min_vruntime(q);
+      set_next_entity(q, *next, now());
     } else {
       q.slice_ns = cfg_.fifo_slice_ns;
     }
@@ -1147,10 +1144,7 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
   prev->on_rq.store(false, std::memory_order_release);
   q.curr = joiner;
   if (fair_) {
-    joiner->exec_start = now();
-    joiner->prev_sum_exec = joiner->sum_exec;
-    set_slice(q, *joiner);
-    update_min_vruntime(q);
+    set_next_entity(q, *joiner, now());
     q.min_vruntime_pub.store(q.min_vruntime, std::memory_order_relaxed);
     // Made next and then taken off the timeline, it left no hand-off.
     q.handoff = nullptr;

@@ -1008,6 +1008,15 @@ class engine {
     if (have && static_cast<std::int64_t>(v - q.min_vruntime) > 0) q.min_vruntime = v;
   }
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
+  // set_next_entity(): se, now q.curr, starts running at `t` (the fair
+  // discipline's part of the kernel's set_next_entity()): its slice begins
+  // and min_vruntime follows.
+  void set_next_entity(runqueue& q, sched_entity& se, std::int64_t t) noexcept {
+    se.exec_start = t;
+    se.prev_sum_exec = se.sum_exec;
+    set_slice(q, se);
+    update_min_vruntime(q);
+  }
   // set_slice(): q.slice_ns = sched_slice(q, se), where se counts on q (the
   // running fiber). The slice changes only with the runqueue's count and
   // weight and the fiber's weight, which a switch between two fibers of
