@@ -110,8 +110,17 @@ TEST_CASE("an idle runtime parks its workers and burns no CPU", "[runtime][wakeu
     CHECK(b[i].parks == a[i].parks);
     CHECK(b[i].fibers_run == a[i].fibers_run);
   }
-  // ...so the whole process stays under 1% of one core.
-  CHECK(cpu_used < 2ms);
+  // ...so the whole process stays under 1% of one core. Under TSan the
+  // sanitizer's runtime keeps a background thread of its own, whose CPU
+  // time is the process's too (4.3 ms in these 200 ms was seen): the bound
+  // there is 10% of one core. A worker that spun instead of parking would
+  // burn the whole 200 ms either way.
+#if defined(__SANITIZE_THREAD__)
+  constexpr auto cpu_bound = 20ms;
+#else
+  constexpr auto cpu_bound = 2ms;
+#endif
+  CHECK(cpu_used < cpu_bound);
 }
 
 TEST_CASE("steal moves queued fibers to idle workers", "[runtime][steal]") {
