@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -14,6 +16,7 @@
 
 #include <usched/usched.hpp>
 
+#include "clock.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -273,4 +276,31 @@ TEST_CASE("a fiber woken by the timer of a busy worker runs on an idle one", "[t
   });
   CHECK(spinner.join());
   sleeper.join();
+}
+
+// The engine clock converts counter ticks to ns with a fixed-point multiplier;
+// against the calibration's own double, it must agree to within the
+// multiplier's truncation (under one tick of 2^-40 ns per tick) and the
+// double's own rounding, from the calibration point to 2^62 ticks later
+// (decades at GHz rates), and never run backwards.
+TEST_CASE("the engine clock's fixed-point conversion follows the calibration", "[clock]") {
+  using namespace usched::detail;
+  calibrate_tsc();
+  const tsc_calibration& k = tsc();
+  REQUIRE(k.ns_per_cycle > 0);
+  std::int64_t prev = engine_now_ns(k.c0);
+  CHECK(prev == k.t0);
+  // A counter behind the calibration's reads as a little earlier.
+  CHECK(engine_now_ns(k.c0 - 1000) < k.t0);
+  CHECK(engine_now_ns(k.c0 - 1000) > k.t0 - 1'000'000);
+  for (std::uint64_t ticks = 1; ticks < (std::uint64_t{1} << 62); ticks = ticks * 3 + 7) {
+    const std::int64_t got = engine_now_ns(k.c0 + ticks);
+    const double want = static_cast<double>(k.t0) + static_cast<double>(ticks) * k.ns_per_cycle;
+    const double elapsed = static_cast<double>(ticks) * k.ns_per_cycle;
+    CAPTURE(ticks, got, want);
+    const double truncation = static_cast<double>(ticks) / static_cast<double>(std::uint64_t{1} << 40);
+    CHECK(std::abs(static_cast<double>(got) - want) <= 2.0 + truncation + elapsed * 4e-16);
+    CHECK(got >= prev);
+    prev = got;
+  }
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -828,7 +829,10 @@ void calibrate_tsc() noexcept {
   static std::once_flag once;
   std::call_once(once, [] {
     const double per_us = tsc_per_us();
-    tsc_calibration_value = tsc_calibration{cycles(), now_ns(), 1000.0 / per_us};
+    const double ns_per_cycle = 1000.0 / per_us;
+    tsc_calibration_value = tsc_calibration{
+        cycles(), now_ns(), ns_per_cycle,
+        static_cast<std::uint64_t>(std::ldexp(ns_per_cycle, static_cast<int>(tsc_mult_shift)))};
   });
 }
 
