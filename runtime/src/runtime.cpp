@@ -787,6 +787,12 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token&
   // Woken by the exit, or by the deadline or a stop: the exit sets done before it
   // claims, so done tells. A joiner the deadline woke leaves its place
   // (under join_lock, where the exit reads it); a later join takes it again.
+  // A fiber that finds done needs no lock: the exit may still be reading
+  // f->joiner under it (its claim, if a timer or stop won, then fails on
+  // the spent token), and a fiber's waitable outlives any such read (fibers
+  // are pooled). A thread's parker ends with its thread: it waits for the
+  // exit to leave the lock.
+  if (me.is_fiber && f->done.load(std::memory_order_acquire)) return true;
   f->join_lock.lock();
   const bool done = f->done.load(std::memory_order_relaxed);
   if (!done && f->joiner == &me) f->joiner = nullptr;
