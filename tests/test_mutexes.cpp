@@ -491,12 +491,15 @@ TEMPLATE_TEST_CASE("mutexes: Boost.Fiber's lock, exclusion, recursion and timed 
     }
     // Exclusion: the second fiber's increment under the lock waits for the
     // first's yields to end.
-    int value1 = 0, value2 = 0;
+    // value2's first increment is outside the lock, on another worker
+    // perhaps: atomic, so that reading it under the lock is no race.
+    int value1 = 0;
+    std::atomic<int> value2{0};
     auto f1 = usched::spawn([&] {
       std::unique_lock<M> lk(m);
       ++value1;
       for (int i = 0; i < 3; ++i) usched::this_fiber::yield();
-      return value2 <= 1;  // f2 may have started, not entered
+      return value2.load() <= 1;  // f2 may have started, not entered
     });
     auto f2 = usched::spawn([&] {
       ++value2;
