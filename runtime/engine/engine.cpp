@@ -514,11 +514,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
       se->vruntime = q.min_vruntime + calc_delta_fair(sched_slice(q, *se), se->weight);
     } else {
       if (migrated) se->vruntime = se->vruntime - from_min + q.min_vruntime;
-      // Sleeper credit (place_entity, GENTLE_FAIR_SLEEPERS): a woken fiber
-      // may be at most half a latency period behind min_vruntime, so it runs
-      // soon but cannot bank unbounded credit by sleeping.
-      const std::uint64_t floor = q.min_vruntime - static_cast<std::uint64_t>(cfg_.sched_latency_ns / 2);
-      if (static_cast<std::int64_t>(se->vruntime - floor) < 0) se->vruntime = floor;
+      place_woken(q, *se);
     }
   }
   add_runnable(cpu, q, se, kind);
@@ -599,13 +595,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     } else {
       --q.nr_running;
       q.load_weight -= prev->weight;
-      if (tracks_load()) {
-        q.pelt.dequeue_runnable(prev->avg);
-        util_est_dequeue(q, *prev, action == prev_action::block);
-        // A finished fiber's load leaves with it; a blocked one's stays and
-        // decays.
-        if (action == prev_action::exit) q.pelt.detach(prev->avg);
-      }
+      leave_signals(q, *prev, action);
       load_changed = true;
       // Last: from here a waker that claimed the fiber may enqueue it (and
       // update its load signals) elsewhere; the release orders our reads of
@@ -1070,10 +1060,11 @@ bool engine::hand_off(int cpu, sched_entity* target) {
 
 wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random,
                                 std::vector<cpu_snapshot>& scratch, const now_source& now) {
-  if (!cfg_.join_handoff || joiner->cpu.load(std::memory_order_relaxed) != cpu ||
-      (joiner->pinned >= 0 && joiner->pinned != cpu)) {
-    return wake_up(joiner, placement_kind::wake, cpu, random, scratch, now);
-  }
+  if (!hands_back(*joiner, cpu)) return wake_up(joiner, placement_kind::wake, cpu, random, scratch, now);
+  return queue_joiner(joiner, cpu, now);
+}
+
+wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source& now) {
   wake_result r;
   if (wake_running(joiner)) return r;
   // Its previous worker, as a placement that kept it there would count it.
@@ -1095,11 +1086,7 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
   // wake_joiner() makes), or an active balance to serve at this switch
   // (its victim may be the joiner, queued): the two-step path.
   const auto two_steps = [&] {
-    if (!wake_running(joiner)) {
-      counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
-      const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true);
-      r.kick = queued > 1 && pulls_when_idle_ && !rq(cpu).idle.load(std::memory_order_relaxed);
-    }
+    r.kick = queue_joiner(joiner, cpu, now).kick;
     r.next = pick_next(cpu, prev, prev_action::exit, now, &r.pushed_to);
     return r;
   };
@@ -1124,17 +1111,9 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
       q.pelt.enqueue_runnable(joiner->avg);
       util_est_enqueue(q, *joiner);
     }
-    if (fair_) {
-      // Sleeper credit, as enqueue() gives it.
-      const std::uint64_t floor = q.min_vruntime - static_cast<std::uint64_t>(cfg_.sched_latency_ns / 2);
-      if (static_cast<std::int64_t>(joiner->vruntime - floor) < 0) joiner->vruntime = floor;
-    }
+    if (fair_) place_woken(q, *joiner);
     // The exit (pick_next(exit)): prev's load leaves with it.
-    if (tracks_load()) {
-      q.pelt.dequeue_runnable(prev->avg);
-      util_est_dequeue(q, *prev, false);
-      q.pelt.detach(prev->avg);
-    }
+    leave_signals(q, *prev, prev_action::exit);
   }
   prev->wake_pending = false;
   // One runnable fiber for another: the count stays, the weight changes.

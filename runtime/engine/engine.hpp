@@ -1008,6 +1008,25 @@ class engine {
     if (have && static_cast<std::int64_t>(v - q.min_vruntime) > 0) q.min_vruntime = v;
   }
   std::int64_t sched_slice(const runqueue& q, const sched_entity& se) const noexcept;
+  // queue_joiner(): wake_joiner() for a joiner hands_back() applies to:
+  // queued on cpu as its next pick (nothing, if it had not left yet).
+  wake_result queue_joiner(sched_entity* joiner, int cpu, const now_source& now);
+  // place_woken(): sleeper credit (place_entity, GENTLE_FAIR_SLEEPERS): a
+  // woken fiber may be at most half a latency period behind min_vruntime,
+  // so it runs soon but cannot bank unbounded credit by sleeping.
+  void place_woken(const runqueue& q, sched_entity& se) const noexcept {
+    const std::uint64_t floor = q.min_vruntime - static_cast<std::uint64_t>(cfg_.sched_latency_ns / 2);
+    if (static_cast<std::int64_t>(se.vruntime - floor) < 0) se.vruntime = floor;
+  }
+  // leave_signals(): a fiber that blocks or exits leaves q's runnable
+  // signals; a finished fiber's load leaves with it, a blocked one's stays
+  // and decays. Nothing without load tracking.
+  void leave_signals(runqueue& q, sched_entity& se, prev_action action) noexcept {
+    if (!tracks_load()) return;
+    q.pelt.dequeue_runnable(se.avg);
+    util_est_dequeue(q, se, action == prev_action::block);
+    if (action == prev_action::exit) q.pelt.detach(se.avg);
+  }
   // set_next_entity(): se, now q.curr, starts running at `t` (the fair
   // discipline's part of the kernel's set_next_entity()): its slice begins
   // and min_vruntime follows.
