@@ -113,6 +113,8 @@ class worker {
     if (fiber_cache_.empty()) [[unlikely]] refill_fiber_cache();
     fiber* f = fiber_cache_.back();
     fiber_cache_.pop_back();
+    // The next spawn's fiber, while this one's spawn goes on.
+    if (!fiber_cache_.empty()) prefetch_for_spawn(fiber_cache_.back(), keeps_time_);
     return f;
   }
   void give_fiber(fiber* f) {
@@ -179,6 +181,7 @@ class worker {
   runtime_impl& rt_;
   const int index_;
   const worker_place place_;
+  const bool keeps_time_;  // the engine's keeps_time(), for prefetch_for_spawn()
   std::thread thread_;
 
   fiber idle_;               // this worker's own context (its thread's stack)
