@@ -41,7 +41,7 @@ namespace usched::detail {
 // The part of a fiber the engine sees (the kernel's struct sched_entity).
 struct sched_entity {
   // The fields a wake-up from another worker reads and writes come first,
-  // 40 bytes that share a cache line with the fiber's wait token (see
+  // 48 bytes that share a cache line with the fiber's wait token (see
   // struct fiber).
   //
   // Queue order, kept by every discipline: under FIFO the head has waited
@@ -69,27 +69,31 @@ struct sched_entity {
   // a spawn to the spawner's worker, and by each wake-up the fiber makes
   // while running; the placement may hand it the fiber's previous worker.
   int recent_used_cpu = -1;
-
-  // vruntime order, for the fair discipline.
-  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
-  // on the switch path.
-  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
-
-  std::uint64_t vruntime = 0;     // runtime scaled by nice_0_weight / weight
-  std::int64_t exec_start = 0;    // when it last started running or was last accounted
-  std::int64_t sum_exec = 0;      // total time run, ns
-  std::int64_t prev_sum_exec = 0; // sum_exec when it was last picked
-  pelt_avg avg;
   // util_est (v4.17+, UTIL_EST and UTIL_EST_FASTUP): the util it had when
   // it last went to sleep, and a moving average of those that follows
   // rises at once and falls with weight 1/4. A fiber that sleeps loses its
   // util_avg at PELT's pace; its estimate keeps what it will need when it
   // wakes, and that is what balancing and placement read (task_util_est).
-  // 32 bits each, as the kernel's struct util_est: a util is at most 1024,
-  // and two words keep the sched_entity at three lines, so the fiber's run
-  // line stays where it was (struct fiber).
+  // 32 bits each, as the kernel's struct util_est: a util is at most 1024.
+  // Here, on the first line that an enqueue and a dequeue write anyway,
+  // they end it exactly (struct fiber), so that the timeline's fields
+  // start the next one.
   std::uint32_t util_est_enqueued = 0;
   std::uint32_t util_est_ewma = 0;
+
+  // The fair discipline's line: the timeline node and the time kept for it.
+  // A walk or a rebalancing of the tree reads a node's links and its
+  // vruntime, so they share one line: one line of another fiber per node
+  // visited, not two.
+  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
+  // on the switch path.
+  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
+  std::uint64_t vruntime = 0;     // runtime scaled by nice_0_weight / weight
+  std::int64_t exec_start = 0;    // when it last started running or was last accounted
+  std::int64_t sum_exec = 0;      // total time run, ns
+  std::int64_t prev_sum_exec = 0; // sum_exec when it was last picked
+  // Load tracking's line.
+  pelt_avg avg;
 };
 
 // The estimate a fiber brings to a runqueue (_task_util_est), and its

@@ -52,8 +52,13 @@ void resume(waitable& w) noexcept;
 //  - line 0, the wake-up: the waitable base comes first; a waker claims the
 //    wait token and then queues the fiber (its sched_entity's links, cpu,
 //    pin and on_rq): one line taken from the fiber's last worker, not two.
-//  - the rest of the sched_entity: vruntime and PELT, fair policies only
-//    (the FIFO and LIFO disciplines never write it after construction).
+//  - line 1, the fair discipline: the timeline node with the vruntime it
+//    is ordered by and the time kept for it, so a walk or a rebalancing of
+//    the tree reads one line of each fiber it visits;
+//  - line 2, load tracking: the PELT sums and averages. Lines 1 and 2 are
+//    written only by an engine that keeps time (the FIFO and LIFO
+//    disciplines without load tracking never write them after
+//    construction).
 //  - the run: what the first switch into the fiber, every switch, its exit
 //    and its join read and write, on a line of its own.
 //  - then what only the spawning side reads: identity, the block, the
@@ -144,8 +149,18 @@ struct fiber : waitable, sched_entity {
 // join measured 15-20% slower when util_est made it so).
 static_assert(sizeof(waitable) + sizeof(sched_entity) <= 3 * 64,
               "the waitable and the sched_entity must fit the three lines before the run line");
+// The lines of the layout above. offsetof on a class with bases is
+// conditionally supported; GCC and Clang give the address arithmetic's
+// answer and warn, which is what is checked here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(fiber, util_est_ewma) + sizeof(std::uint32_t) <= 64,
+              "the wake-up fields must end on line 0");
+static_assert(offsetof(fiber, timeline_hook) == 64 && offsetof(fiber, prev_sum_exec) + sizeof(std::int64_t) <= 128,
+              "the timeline node and the time kept for it must share line 1");
+static_assert(offsetof(fiber, avg) == 128, "load tracking's sums must start line 2");
+#pragma GCC diagnostic pop
 
-// An OS thread that waits in a usched primitive.
 // prefetch_for_spawn() starts bringing a pooled fiber's lines to this core
 // for writing, one spawn ahead: a worker takes its next fiber from the top of
 // its cache, and a fiber that last ran a thousand fibers ago (a fork-join
@@ -165,6 +180,7 @@ inline void prefetch_for_spawn(const fiber* f, bool keeps_time) noexcept {
   }
 }
 
+// An OS thread that waits in a usched primitive.
 struct thread_parker : waitable {
   std::atomic<std::uint32_t> word{0};  // 1 = resumed, consumed by the waiter
 };
