@@ -67,7 +67,6 @@
 #include <optional>
 #include <mutex>
 #include <random>
-#include <semaphore>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
@@ -1119,9 +1118,15 @@ double th_sides(long n, Side side) {
   return static_cast<double>(now_ns() - t0);
 }
 
+// Threads take a count under std::mutex and std::condition_variable, not
+// std::counting_semaphore: libstdc++ 12's (Debian 12's) loses wake-ups under
+// contention (GCC bug 98033: a release that finds the count already
+// positive skips the notify while an acquire whose compare-exchange failed
+// goes to sleep), and this row, 16 threads on 4 permits, left a thread
+// asleep in acquire() with a permit free.
 void th_semaphore(benchmark::State& state) {
   for (auto _ : state) {
-    std::counting_semaphore<> sem(semaphore_permits);
+    cv_semaphore<std::mutex, std::condition_variable> sem(semaphore_permits);
     semaphore_contention c{semaphore_fibers, semaphore_permits,
                            cfg.ops / thread_ops_divisor / semaphore_fibers};
     const double t = th_sides(c.fibers, [&](long) { c.side(sem, [] { std::this_thread::yield(); }); });

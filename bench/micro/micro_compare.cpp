@@ -539,7 +539,7 @@ std::vector<block> make_blocks(const options& o) {
                {{"ns/pair", "ns"}},
                {base(p + ", counting_semaphore", "usW", "semaphore"),
                 peer(p + ", mutex + condition_variable", "usW", "semaphore_cv"),
-                peer("thread, std::counting_semaphore", "thread", "semaphore")}});
+                peer("thread, mutex + condition_variable", "thread", "semaphore")}});
   b.push_back({"semaphore_cv: ns per acquire/release pair, the same with a count under a mutex and a "
                    "condition_variable on each runtime (Boost.Fiber has no semaphore), " + ws,
                {{"ns/pair", "ns"}},
