@@ -74,7 +74,11 @@ bool fp_in_first_frame() noexcept {
 }
 
 worker::worker(runtime_impl& rt, int index, const worker_place& place)
-    : rt_(rt), index_(index), place_(place), keeps_time_(rt.eng().keeps_time()), rng_(0x5eed0000ULL + static_cast<std::uint64_t>(index)) {
+    : rt_(rt),
+      index_(index),
+      place_(place),
+      keeps_time_(rt.eng().keeps_time()),
+      rng_(0x5eed0000ULL + static_cast<std::uint64_t>(index)) {
   fiber_cache_.reserve(fiber_cache_max);
   timers_.reserve(64);
 }
