@@ -152,13 +152,20 @@ static_assert(sizeof(waitable) + sizeof(sched_entity) <= 3 * 64,
 // The lines of the layout above. offsetof on a class with bases is
 // conditionally supported; GCC and Clang give the address arithmetic's
 // answer and warn, which is what is checked here.
+// The time-keeping lines, [fiber_time_lines_begin, fiber_time_lines_end):
+// the fair discipline's and load tracking's.
+inline constexpr std::size_t fiber_time_lines_begin = 64;
+inline constexpr std::size_t fiber_time_lines_end = 3 * 64;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
-static_assert(offsetof(fiber, util_est_ewma) + sizeof(std::uint32_t) <= 64,
+static_assert(offsetof(fiber, util_est_ewma) + sizeof(std::uint32_t) <= fiber_time_lines_begin,
               "the wake-up fields must end on line 0");
-static_assert(offsetof(fiber, timeline_hook) == 64 && offsetof(fiber, prev_sum_exec) + sizeof(std::int64_t) <= 128,
+static_assert(offsetof(fiber, timeline_hook) == fiber_time_lines_begin &&
+                  offsetof(fiber, prev_sum_exec) + sizeof(std::int64_t) <= fiber_time_lines_begin + 64,
               "the timeline node and the time kept for it must share line 1");
-static_assert(offsetof(fiber, avg) == 128, "load tracking's sums must start line 2");
+static_assert(offsetof(fiber, avg) == fiber_time_lines_begin + 64 &&
+                  offsetof(fiber, avg) + sizeof(pelt_avg) <= fiber_time_lines_end,
+              "load tracking's sums must fill line 2");
 #pragma GCC diagnostic pop
 
 // prefetch_for_spawn() starts bringing a pooled fiber's lines to this core
@@ -175,7 +182,7 @@ inline void prefetch_for_spawn(const fiber* f, bool keeps_time) noexcept {
   const char* p = reinterpret_cast<const char*>(f);
   __builtin_prefetch(p - 64, 1);
   for (std::size_t off = 0; off < sizeof(fiber); off += 64) {
-    if (!keeps_time && off >= 64 && off < 3 * 64) continue;
+    if (!keeps_time && off >= fiber_time_lines_begin && off < fiber_time_lines_end) continue;
     __builtin_prefetch(p + off, 1);
   }
 }
