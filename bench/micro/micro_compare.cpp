@@ -44,6 +44,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -115,7 +116,7 @@ struct config {
 constexpr const char* same_worker = "^(yield|yield_apart|chan_same|future_same)/";
 constexpr const char* yield_only = "^yield/";
 constexpr const char* multi_worker =
-    "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier)";
+    "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier|select)";
 constexpr const char* wake_only = "^wake_";
 constexpr const char* timer_only = "^timer_late/";
 
@@ -425,6 +426,34 @@ std::string thousands(long n) {
     out += digits[i];
   }
   return out;
+}
+
+// Every line of every table reads a benchmark from one configuration's run.
+// A configuration whose filter does not select that benchmark would leave the
+// line n/a in every round, silently; say which line before running anything.
+// Configurations that are not in the list (a -w too small for them, no
+// --against) are skipped: their lines print n/a by design.
+void check_blocks(const std::vector<block>& blocks, const std::vector<config>& configs) {
+  const std::string flag = "--benchmark_filter=";
+  for (const block& b : blocks) {
+    for (const line& l : b.lines) {
+      for (const std::string* cfg : {&l.cfg, &l.minus_cfg}) {
+        const auto c = std::find_if(configs.begin(), configs.end(), [&](const config& x) { return x.key == *cfg; });
+        if (cfg->empty() || c == configs.end()) continue;
+        const auto f = std::find_if(c->args.begin(), c->args.end(),
+                                    [&](const std::string& a) { return a.rfind(flag, 0) == 0; });
+        if (f == c->args.end()) continue;
+        const std::regex selects(f->substr(flag.size()));
+        for (const metric& m : b.metrics) {
+          const std::string& bench = m.bench.empty() ? l.bench : m.bench;
+          if (!std::regex_search(bench + "/iterations:1", selects)) {
+            throw std::logic_error("table '" + b.title.substr(0, b.title.find(':')) + "', line '" + l.label +
+                                   "': configuration " + c->label + " does not run benchmark " + bench);
+          }
+        }
+      }
+    }
+  }
 }
 
 std::vector<block> make_blocks(const options& o) {
@@ -848,6 +877,7 @@ int run(const options& o) {
   check_micro(exe, o, tmp.path());
 
   const std::vector<config> configs = o.scaling ? make_scaling_configs(o) : make_configs(o);
+  if (!o.scaling) check_blocks(make_blocks(o), configs);
   result_store store(o.rounds);
   std::vector<failure> failures;
   unsigned runs = 0;
