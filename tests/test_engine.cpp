@@ -1262,8 +1262,8 @@ TEST_CASE("engine: the join hand-off's one-lock paths decide as the two-step one
   }
 }
 
-// The timeline's inserts take shortcuts at its two ends (the rightmost, read
-// from the tree's header; the previous insert; the leftmost): through
+// The timeline's inserts take shortcuts (the run's tail, the previous insert
+// into the tree, the leftmost; timeline.hpp): through
 // spawns, wake-ups with sleeper credit, yields, blocks and exits of fibers
 // of three weights, the tree must stay in vruntime order and hold exactly
 // the queued fibers.
@@ -1287,7 +1287,7 @@ TEST_CASE("engine: the timeline stays in vruntime order through its insert short
     now += static_cast<std::int64_t>(rand(16) == 0 ? rand(2'000'000) : rand(20'000));
     const std::uint64_t what = rand(10);
     const auto& t = e.rq(0).timeline;
-    const auto last_is = [&t](const sched_entity& se) { return &*std::prev(t.end()) == &se; };
+    const auto last_is = [&t](const sched_entity& se) { return t.rightmost() == &se; };
     if (what < 3 && !fresh.empty()) {
       // A burst of spawns, as fork-join code makes.
       for (std::uint64_t k = 1 + rand(4); k > 0 && !fresh.empty(); --k) {

@@ -91,59 +91,19 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
 
 // ---- queue structures --------------------------------------------------------
 
-// Most inserts land next to the previous one or at the left end. A burst
-// of spawns queues fibers one slice behind min_vruntime (START_DEBIT),
-// which barely moves between them: each new key equals or follows the one
-// before, and goes right after it. A woken fiber comes at most half a
-// period ahead of min_vruntime (sleeper credit), usually before every
-// queued one. Both places are checked with a comparison or two; a search
-// from the root would touch a line of every fiber on its way down (each in
-// its own fiber's block): with a thousand fibers queued, that walk was a
-// quarter of a spawn and join.
-//
-// The right end is checked first, from the tree's header, which holds the
-// rightmost node: reaching it by iterator (std::next of the newest, or
-// insert_before(end())) climbs or descends the tree's right spine, a line
-// of another fiber at each of its ~log2(n) levels.
-void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept {
-  const runqueue::by_vruntime before;
-  using traits = runqueue::timeline_t::node_traits;
-  const auto header = q.timeline.end().pointed_node();
-  if (const auto right = traits::get_right(header); right && right != header) {
-    // Not before the rightmost: it goes last (push_back links it there
-    // without a walk). Equal keys stay in FIFO order.
-    if (!before(*se, *runqueue::timeline_t::value_traits::to_value_ptr(right))) {
-      q.timeline.push_back(*se);
-      q.last_inserted = se;
-      return;
-    }
-  }
-  if (sched_entity* last = q.last_inserted) {
-    const auto next = std::next(q.timeline.iterator_to(*last));
-    // After last and before its successor (equal keys stay in FIFO order).
-    if (!before(*se, *last) && (next == q.timeline.end() || before(*se, *next))) {
-      q.timeline.insert_before(next, *se);
-      q.last_inserted = se;
-      return;
-    }
-  }
-  if (!q.timeline.empty() && before(*se, *q.timeline.begin())) {
-    q.timeline.push_front(*se);
-  } else {
-    q.timeline.insert(*se);
-  }
-  q.last_inserted = se;
-}
+// The timeline's order and its shortcuts are its own (timeline.hpp): a
+// burst of spawns joins the sorted run at its top end, a woken fiber's
+// sleeper credit usually puts it at the tree's left end.
+void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept { q.timeline.insert(*se); }
 
 void engine::timeline_erase(runqueue& q, sched_entity* se) noexcept {
-  // The fiber leaves the tree: neither guess nor hand-off may name it.
-  if (se == q.last_inserted) q.last_inserted = nullptr;
+  // The fiber leaves the queue: the hand-off may no longer name it.
   if (se == q.handoff) q.handoff = nullptr;
-  q.timeline.erase(q.timeline.iterator_to(*se));
+  q.timeline.erase(*se);
 }
 
 sched_entity* engine::queue_first(runqueue& q) noexcept {
-  if (fair_) return q.timeline.empty() ? nullptr : &*q.timeline.begin();
+  if (fair_) return q.timeline.leftmost();
   return q.head;
 }
 
@@ -630,9 +590,8 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // yielder steps aside for the next fiber in vruntime order, unless that
     // one is more than the wake-up granularity ahead of it; then the yield
     // would be unfair to the yielder, and it keeps the CPU.
-    auto it = q.timeline.iterator_to(*prev);
-    if (++it != q.timeline.end()) {
-      sched_entity* second = &*it;
+    assert(prev == q.timeline.leftmost());
+    if (sched_entity* second = q.timeline.second()) {
       const auto gran = static_cast<std::int64_t>(calc_delta_fair(cfg_.wakeup_granularity_ns, prev->weight));
       if (static_cast<std::int64_t>(second->vruntime - prev->vruntime) <= gran) next = second;
     }

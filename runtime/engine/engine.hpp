@@ -35,6 +35,7 @@
 #include "domains.hpp"
 #include "pelt.hpp"
 #include "policy.hpp"
+#include "timeline.hpp"
 
 namespace usched::detail {
 
@@ -192,29 +193,15 @@ struct alignas(64) runqueue {
   std::atomic<int> active_balance_dst{-1};
   unsigned long load_weight = 0;  // summed weight of queued + curr (under the lock)
 
-  // The fair discipline and load tracking, under the lock.
-  struct by_vruntime {
-    bool operator()(const sched_entity& a, const sched_entity& b) const noexcept {
-      // Wrap-safe, as the kernel's entity_before(); equal keys keep FIFO
-      // order (multiset inserts after equals).
-      return static_cast<std::int64_t>(a.vruntime - b.vruntime) < 0;
-    }
-  };
-  using timeline_t = boost::intrusive::multiset<
-      sched_entity,
-      boost::intrusive::member_hook<
-          sched_entity,
-          boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>,
-          &sched_entity::timeline_hook>,
-      boost::intrusive::compare<by_vruntime>>;
-  alignas(64) timeline_t timeline;
+  // The fair discipline and load tracking, under the lock. The queued
+  // fibers in vruntime order (timeline.hpp).
+  alignas(64) detail::timeline<sched_entity> timeline;
   // The fair discipline's join hand-off (engine_config::join_handoff): the
   // queued fiber the running one hands this worker to as it blocks on it
   // or exits to it, picked before the leftmost. Consumed by the next pick,
   // cleared (timeline_erase) if the fiber leaves the queue first (a balancer took it). FIFO
   // and LIFO need no slot: the fiber moves to the head, which they pick.
   sched_entity* handoff = nullptr;
-  sched_entity* last_inserted = nullptr;  // the timeline's newest fiber, the next insert's first guess
   std::uint64_t min_vruntime = 0;
   std::int64_t slice_ns = 0;     // the slice curr was given when picked
   // What slice_ns was computed from (engine::set_slice): the count and
@@ -736,11 +723,11 @@ class engine {
       prev->vruntime += calc_delta_fair(delta, prev->weight);
     }
     const bool load_changed = tracks_load() && update_load(q, t, false);
-    const runqueue::by_vruntime before;
-    const auto left_it = q.timeline.begin();
+    const auto before = timeline<sched_entity>::before;
+    sched_entity* const left = q.timeline.leftmost();
     // Alone on the worker, prev runs on (its slice starts again, as after
     // pick_next()'s requeue and pick of it).
-    sched_entity* next = left_it == q.timeline.end() ? prev : &*left_it;
+    sched_entity* next = left ? left : prev;
     // Where prev would sort after its requeue: ahead of the leftmost only when
     // strictly before it (equal keys queue behind). Ahead, it would be picked
     // itself, and the yield then steps aside for the leftmost unless that one
@@ -753,14 +740,10 @@ class engine {
       // The list: prev to the tail, next out (pick_next's insert, then remove).
       list_unlink(q, next);
       list_link(q, prev, false);
-      const auto succ = std::next(left_it);
-      if (succ == q.timeline.end() || before(*prev, *succ)) {
-        q.timeline.replace_node(left_it, *prev);
-      } else {
+      if (!q.timeline.replace_leftmost(*next, *prev)) {
         timeline_erase(q, next);
         timeline_insert(q, prev);
       }
-      q.last_inserted = prev;
       if ((prev->pinned >= 0) != (next->pinned >= 0)) [[unlikely]] {
         const unsigned pinned = q.nr_pinned.load(std::memory_order_relaxed);
         q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);
@@ -1003,8 +986,8 @@ class engine {
       v = q.curr->vruntime;
       have = true;
     }
-    if (!q.timeline.empty()) {
-      const std::uint64_t left = q.timeline.begin()->vruntime;
+    if (const sched_entity* first = q.timeline.leftmost()) {
+      const std::uint64_t left = first->vruntime;
       v = have && static_cast<std::int64_t>(v - left) < 0 ? v : left;
       have = true;
     }
