@@ -132,6 +132,7 @@ struct simulator::vcpu {
   std::int64_t spin_until = 0;
   std::int64_t phase_start = 0;  // when it last went busy or idle
   bool busy = false;
+  bool kicked = false;  // sent by a pull kick: its next look balances unrationed
   std::uint64_t rng = 0;
   std::vector<usched::cpu_snapshot> scratch;
   std::uint64_t fibers_run = 0;
@@ -320,16 +321,37 @@ void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_
   f.woken_at = now_;
   if (r.notify) notify(r.cpu);
   poke(r.cpu);
-  if (r.kick) kick_idle(r.cpu);
+  if (r.kick) kick_idle(r.cpu, r.pull);
 }
 
-void simulator::kick_idle(int busy_cpu) {
-  if (nr_spinning_ > 0 || nr_parked_ == 0) return;
+// runtime_impl::kick_idle: a plain kick wakes a parked worker when none
+// spins; a pull kick tells a spinning one first (one already told counts),
+// else wakes a parked one, and the worker it reaches balances unrationed.
+void simulator::kick_idle(int busy_cpu, bool pull) {
+  pull = pull && !engine_->idle_pulls_by_itself();
+  if (nr_spinning_ > 0 && !pull) return;
+  if (nr_spinning_ == 0 && nr_parked_ == 0) return;
   const std::uint64_t bits = random_of(busy_cpu);
+  if (nr_spinning_ > 0) {
+    const int cpu = engine_->kick_target(busy_cpu, bits, [this](int c) {
+      const vcpu& v = cpus_[static_cast<std::size_t>(c)];
+      return v.st == vcpu::state::spinning || (v.st == vcpu::state::waking && v.kicked);
+    });
+    if (cpu >= 0) {
+      vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+      if (v.st == vcpu::state::spinning) {
+        v.kicked = true;
+        notify(cpu);
+      }
+      return;
+    }
+  }
   const int cpu = engine_->kick_target(busy_cpu, bits, [this](int c) {
     return cpus_[static_cast<std::size_t>(c)].st == vcpu::state::parked;
   });
-  if (cpu >= 0) notify(cpu);
+  if (cpu < 0) return;
+  if (pull) cpus_[static_cast<std::size_t>(cpu)].kicked = true;
+  notify(cpu);
 }
 
 // notify(): work was queued on `cpu`. A spinning worker sees it at its next
@@ -612,7 +634,7 @@ void simulator::idle(int cpu) {
 void simulator::find_work(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   if (now_ >= v.next_tick) tick(cpu);
-  auto* next = static_cast<sim_fiber*>(engine_->find_work(cpu, now_, random_of(cpu), v.scratch));
+  auto* next = static_cast<sim_fiber*>(engine_->find_work(cpu, now_, random_of(cpu), v.scratch, std::exchange(v.kicked, false)));
   poke_requests();
   if (next) {
     switch_to(cpu, next, 0);

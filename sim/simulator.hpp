@@ -216,7 +216,7 @@ class simulator {
   // What a wake-up's result asks of the backend: the waker's charge, the
   // worker to notify, the trace.
   void woken(sim_fiber& f, usched::placement_kind kind, int origin, const detail::wake_result& r);
-  void kick_idle(int busy_cpu);
+  void kick_idle(int busy_cpu, bool pull = false);
   unsigned tick(int cpu);  // fibers its periodic balance pulled here
   void schedule_check(int cpu);
   void poke(int cpu);

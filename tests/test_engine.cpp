@@ -587,6 +587,13 @@ TEST_CASE("engine: the CFS family rations the newly-idle balance by the average 
     CHECK(q1.avg_idle.load() == 400 * us + (100 * us - 400 * us) / 8);
     CHECK(q1.idle_stamp.load() == 0);
   }
+  SECTION("short idle periods, but sent by a pull kick: the pass runs and pulls") {
+    q1.avg_idle = 400 * us;
+    CHECK(e.find_work(1, 10'000 * us, 1, scratch, /*kicked=*/true) == &f[1]);
+    CHECK(e.counters(1).newidle_skipped == 0);
+    CHECK(e.counters(1).newidle_attempts == 1);
+    CHECK(e.counters(1).newidle_pulls == 1);
+  }
   SECTION("long idle periods: the pass runs and pulls; the average is capped") {
     CHECK(e.find_work(1, 10'000 * us, 1, scratch) == &f[1]);
     CHECK(e.counters(1).newidle_attempts == 1);
@@ -642,6 +649,43 @@ TEST_CASE("engine: a newly-idle balance climbs only while its cost fits the idle
   CHECK(e.balance_state(0, 0).max_newidle_lb_cost == 200 * us * 253 / 256);
   CHECK(e.balance_state(0, 1).max_newidle_lb_cost == 400 * us * 253 / 256);
   CHECK(e.rq(0).max_idle_balance_cost.load() == (200 * us * 253 / 256) + (400 * us * 253 / 256));
+}
+
+TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing off asks for a pull kick",
+          "[engine][cfs]") {
+  // wake_result::pull: the kick stands in for the fork balance, so only a
+  // local spawn with fork balancing off makes it; a wake-up, a spawn the
+  // fork balance placed, and a policy whose idle workers do not pull make
+  // a plain kick or none.
+  std::vector<usched::cpu_snapshot> scratch;
+  for (const bool fork_balance : {false, true}) {
+    usched::detail::engine_config cfg;
+    cfg.fork_balance = fork_balance;
+    const auto topo = usched::detail::topology::load("pack:1 l3:1 core:2 pu:1");
+    engine e(usched::build_domains(topo.place_workers(2, usched::detail::worker_unit::pu)),
+             usched::make_policy("cfs"), cfg);
+    std::deque<sched_entity> f(4);
+    e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
+    // Worker 1 busy too, so that the fork balance has no idle worker to
+    // prefer and the spawn may stay where it is.
+    e.enqueue(1, &f[3], enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 0) == &f[3]);
+    const auto spawn = e.wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+    INFO("fork balance " << fork_balance << ", spawn placed on " << spawn.cpu);
+    if (!fork_balance) {
+      CHECK(spawn.cpu == 0);
+      CHECK(spawn.kick);
+      CHECK(spawn.pull);
+    } else {
+      CHECK(!spawn.pull);
+    }
+    // A wake-up onto a busy worker is a plain kick at most.
+    e.enqueue(0, &f[2], enqueue_kind::spawn, 2'000);
+    REQUIRE(e.pick_next(0, &f[0], prev_action::block, 3'000) != nullptr);
+    const auto wake = e.wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
+    CHECK(!wake.pull);
+  }
 }
 
 TEST_CASE("engine: work stealing does not ration: idle_poll pulls again while spinning", "[engine]") {

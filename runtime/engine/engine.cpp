@@ -873,13 +873,14 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
 }
 
 unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t random,
-                                 std::vector<cpu_snapshot>& scratch) {
+                                 std::vector<cpu_snapshot>& scratch, bool kicked) {
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   if (chain.empty()) return 0;
   runqueue& q = rq(cpu);
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   const std::int64_t avg_idle = q.avg_idle.load(std::memory_order_relaxed);
-  if (rations_newidle_) {
+  // A pull kick's pass (wake_result::pull) is not rationed.
+  if (rations_newidle_ && !kicked) {
     // The kernel's newidle_balance(): a worker whose idle periods are on
     // average shorter than a migration is worth does not balance at all.
     if (avg_idle < cfg_.migration_cost_ns) {
@@ -893,7 +894,7 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
     sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
     // Up the chain only while the expected cost fits the expected idle
     // time.
-    if (rations_newidle_ && avg_idle < curr_cost + st.max_newidle_lb_cost) break;
+    if (rations_newidle_ && !kicked && avg_idle < curr_cost + st.max_newidle_lb_cost) break;
     const std::int64_t t0 = rations_newidle_ && now.measures() ? now.fresh() : 0;
     const unsigned n = load_balance(cpu, level, cpu_idle_type::newly_idle, now, random, scratch);
     if (rations_newidle_) {
@@ -942,9 +943,9 @@ void engine::close_idle_period(runqueue& q, const now_source& now) noexcept {
 }
 
 unsigned engine::idle_balance(int cpu, const now_source& now, std::uint64_t random,
-                              std::vector<cpu_snapshot>& scratch) {
+                              std::vector<cpu_snapshot>& scratch, bool kicked) {
   if (!pulls_when_idle_ || !overloaded()) return 0;
-  return newidle_balance(cpu, now, random, scratch);
+  return newidle_balance(cpu, now, random, scratch, kicked);
 }
 
 void engine::refresh_overload() noexcept {
@@ -964,7 +965,7 @@ void engine::refresh_overload() noexcept {
 }
 
 sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t random,
-                                std::vector<cpu_snapshot>& scratch) {
+                                std::vector<cpu_snapshot>& scratch, bool kicked) {
   runqueue& q = rq(cpu);
   if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) {
     if (rations_newidle_) close_idle_period(q, now);
@@ -975,7 +976,7 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
   if (rations_newidle_ && q.idle_stamp.load(std::memory_order_relaxed) == 0) {
     q.idle_stamp.store(std::max<std::int64_t>(1, now()), std::memory_order_relaxed);
   }
-  if (idle_balance(cpu, now, random, scratch) == 0) return nullptr;
+  if (idle_balance(cpu, now, random, scratch, kicked) == 0) return nullptr;
   return pick_next(cpu, nullptr, prev_action::requeue, now);
 }
 
@@ -994,6 +995,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   const unsigned queued = enqueue(r.cpu, se, how, now);
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);
+  r.pull = r.kick && how == enqueue_kind::spawn_local && !cfg_.fork_balance;
   return r;
 }
 

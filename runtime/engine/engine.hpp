@@ -400,9 +400,19 @@ struct wake_result {
   // spawner's own running worker.
   bool notify = false;
   // Fibers now wait behind cpu's running one and the policy lets idle
-  // workers pull them: unless a worker is spinning (it will find them),
-  // wake one parked worker (kick_target) so that it balances.
+  // workers pull them: get one idle worker to balance (kick_target; a
+  // spinning worker finds them by itself, or is told, see pull).
   bool kick = false;
+  // The kick stands in for a fork balance: a spawn stayed on its spawner's
+  // busy worker because fork balancing is off (engine_config::fork_balance).
+  // The kick then goes to a spinning worker too, not only to a parked one,
+  // and the worker it reaches balances at once, as newly idle, without the
+  // avg_idle rationing (find_work(kicked)): the kernel places a fork on an
+  // idle CPU unrationed, and with fork balancing off an idle worker is where
+  // the spawn would have gone. Without it, under the CFS family, an idle
+  // worker whose short idle periods ration its newly-idle pass took almost
+  // none of a fork-join batch queued behind the spawner.
+  bool pull = false;
 };
 
 // What a worker's scheduling decision asks of the backend (pick_next,
@@ -421,8 +431,8 @@ struct pick_result {
 // What the tick asks of the backend (engine::tick).
 struct tick_result {
   unsigned pulled = 0;  // fibers the periodic balance moved onto this worker
-  // The nohz kick: fibers are queued behind this busy worker; wake one
-  // parked worker (kick_target) to balance, unless one is spinning.
+  // The nohz kick: fibers are queued behind this busy worker; get one idle
+  // worker (kick_target) to balance, as for wake_result::kick.
   bool kick = false;
 };
 
@@ -473,6 +483,11 @@ class engine {
   // clock (vruntime or load accounting); FIFO and LIFO without load
   // tracking never do.
   bool keeps_time() const noexcept { return fair_ || tracks_load_; }
+  // idle_pulls_by_itself(): whether an idle worker balances at every poll
+  // of its spin (idle_poll(): the work stealers), and so finds fibers queued
+  // elsewhere without being told. The CFS family's idle workers balance
+  // only when kicked or at their tick.
+  bool idle_pulls_by_itself() const noexcept { return pulls_when_idle_ && !rations_newidle_; }
   runqueue& rq(int cpu) noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
   const runqueue& rq(int cpu) const noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
 
@@ -568,9 +583,10 @@ class engine {
 
   // find_work() is the idle worker's schedule(): the first queued fiber;
   // if there is none, a newly-idle balance (idle_balance) and a second
-  // look. Null when there is still nothing.
+  // look. Null when there is still nothing. `kicked`: the worker was sent
+  // by a pull kick (wake_result::pull); its pass is not rationed.
   sched_entity* find_work(int cpu, const now_source& now, std::uint64_t random,
-                          std::vector<cpu_snapshot>& scratch);
+                          std::vector<cpu_snapshot>& scratch, bool kicked = false);
 
   // idle_balance() is the newly-idle pull of a worker with nothing to run
   // (its idle loop while it spins, and once more before it parks): nothing
@@ -588,7 +604,7 @@ class engine {
   }
 
   unsigned idle_balance(int cpu, const now_source& now, std::uint64_t random,
-                        std::vector<cpu_snapshot>& scratch);
+                        std::vector<cpu_snapshot>& scratch, bool kicked = false);
 
   // overloaded() is the whole machine's "some worker has a fiber queued
   // that another could take" (the kernel's rd->overload): set by every
@@ -601,16 +617,18 @@ class engine {
   // (all seq_cst).
   bool overloaded() const noexcept { return overload_.flag.load(std::memory_order_seq_cst); }
 
-  // kick_target() is the parked worker to wake for a kick (wake_result::
-  // kick, tick_result::kick): from a random start, the first worker other
-  // than `busy_cpu` that `parked(cpu)` says is parked; -1 for none.
-  template <class Parked>
-  int kick_target(int busy_cpu, std::uint64_t random, Parked&& parked) const {
+  // kick_target() is the idle worker a kick goes to (wake_result::kick,
+  // tick_result::kick): from a random start, the first worker other than
+  // `busy_cpu` that `takes(cpu)` accepts (the backend's: parked, or
+  // spinning and now told); -1 for none. takes() is asked in that order and
+  // not again after the first yes.
+  template <class Takes>
+  int kick_target(int busy_cpu, std::uint64_t random, Takes&& takes) const {
     const int n = static_cast<int>(nr_cpus());
     const int start = static_cast<int>(random % static_cast<std::uint64_t>(n));
     for (int i = 0; i < n; ++i) {
       const int cpu = (start + i) % n;
-      if (cpu != busy_cpu && parked(cpu)) return cpu;
+      if (cpu != busy_cpu && takes(cpu)) return cpu;
     }
     return -1;
   }
@@ -791,7 +809,7 @@ class engine {
   // something. Returns the number of fibers moved onto cpu's runqueue.
   // Backends call idle_balance(), which rations it.
   unsigned newidle_balance(int cpu, const now_source& now, std::uint64_t random,
-                           std::vector<cpu_snapshot>& scratch);
+                           std::vector<cpu_snapshot>& scratch, bool kicked = false);
 
   // load_balance() balances one level of `cpu`'s chain (the kernel's
   // load_balance()): ask the policy, detach from the busiest, attach here,

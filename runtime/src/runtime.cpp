@@ -435,19 +435,31 @@ void runtime_impl::carry_out(const wake_result& r, worker* w) noexcept {
   // park word: paired with the parker's announce-then-check in
   // worker::idle_wait().
   if (r.notify) worker_at(r.cpu).notify();
-  if (r.kick) kick_idle(r.cpu, w);
+  if (r.kick) kick_idle(r.cpu, w, r.pull);
 }
 
-// One parked worker is enough: it balances, and wakes no others. The start
+// One idle worker is enough: it balances, and wakes no others. The start
 // of the search is random: the caller's worker's generator, or the shared
 // one (an atomic every caller would write) from a thread outside the
-// runtime. A spinning worker will find the work by itself.
-void runtime_impl::kick_idle(int busy_cpu, worker* w) noexcept {
-  if (nr_spinning.load(std::memory_order_seq_cst) > 0) return;
-  if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
+// runtime. A plain kick leaves a spinning worker alone: a work stealer
+// finds the work by itself, and the CFS family's idle worker balances
+// from its tick, as the kernel's does. A pull kick (wake_result::pull: a
+// spawn that fork balancing would have placed) reaches a spinning worker
+// first, with a store instead of a futex wake and a wait for its thread,
+// and else a parked one; either balances unrationed.
+void runtime_impl::kick_idle(int busy_cpu, worker* w, bool pull) noexcept {
+  const bool spinning = nr_spinning.load(std::memory_order_seq_cst) > 0;
+  pull = pull && !engine_.idle_pulls_by_itself();
+  if (spinning && !pull) return;
+  if (!spinning && nr_parked.load(std::memory_order_seq_cst) == 0) return;
   const std::uint64_t random = w ? w->next_random() : external_random();
+  if (spinning && engine_.kick_target(busy_cpu, random, [this](int c) { return worker_at(c).kick_spinning(); }) >= 0) {
+    return;
+  }
   const int cpu = engine_.kick_target(busy_cpu, random, [this](int c) { return worker_at(c).parked(); });
-  if (cpu >= 0) worker_at(cpu).notify();
+  if (cpu < 0) return;
+  if (pull) worker_at(cpu).mark_pull();
+  worker_at(cpu).notify();
 }
 
 fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {

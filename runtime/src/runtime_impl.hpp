@@ -127,6 +127,18 @@ class worker {
   // on its runqueue (runqueue::push_back's seq_cst store of the count).
   void notify() noexcept;
   bool parked() const noexcept { return park_word_.load(std::memory_order_seq_cst) != 0; }
+  // kick_spinning() asks this worker, if it is spinning in its idle loop, to
+  // leave the spin and balance unrationed (a pull kick, wake_result::pull);
+  // false when it is not spinning. A kick already pending counts as done.
+  bool kick_spinning() noexcept {
+    std::uint32_t s = spin_word_.load(std::memory_order_seq_cst);
+    if (s == spin_kicked) return true;
+    return s == spin_open && spin_word_.compare_exchange_strong(s, spin_kicked, std::memory_order_seq_cst);
+  }
+  // mark_pull(): the parked worker about to be notified for a pull kick
+  // balances unrationed when it wakes. A mark that finds it already awake
+  // is cleared by its next spin.
+  void mark_pull() noexcept { spin_word_.store(spin_kicked, std::memory_order_seq_cst); }
   // The earliest deadline on this worker's timer heap, far_deadline_ns when
   // it is empty. Written under the heap's lock (seq_cst: the timer watcher's
   // hand-shake, see runtime_impl::watch_timer), read without it.
@@ -205,6 +217,7 @@ class worker {
   // was and has not yet handed the watch on (watch_handoff_); own thread.
   bool watching_ = false;
   bool watch_handoff_ = false;
+  bool kicked_ = false;  // the idle wait ended with a pull kick: balance unrationed
   std::vector<cpu_snapshot> scratch_;
   std::vector<fiber*> fiber_cache_;
   std::uint64_t rng_;
@@ -213,6 +226,13 @@ class worker {
 
   // 1 while parked (or about to park), 0 otherwise; the futex word.
   alignas(64) std::atomic<std::uint32_t> park_word_{0};
+  // While the idle loop spins under a policy whose idle workers do not
+  // balance by themselves: spin_open, or spin_kicked once a busy worker
+  // has asked it to balance (kick_spinning(), or mark_pull() before a
+  // park's notify); spin_none otherwise. On the park word's line: both are
+  // the words other workers write to get this one's attention.
+  static constexpr std::uint32_t spin_none = 0, spin_open = 1, spin_kicked = 2;
+  std::atomic<std::uint32_t> spin_word_{spin_none};
 
   // The timer heap, on lines of its own: other workers read earliest_timer_
   // while idle and take timer_lock_ to fire what is due, and neither may
@@ -309,9 +329,11 @@ class runtime_impl {
   void drop_ref(fiber* f, worker& w) noexcept;
 
   // kick_idle(): work is queued behind the busy worker `busy_cpu` and the
-  // policy lets idle workers pull it. If nobody is spinning (a spinner will
-  // find it), wake one parked worker so it can balance.
-  void kick_idle(int busy_cpu, worker* w) noexcept;
+  // policy lets idle workers pull it: get one idle worker to balance. A
+  // plain kick wakes a parked worker when none spins; a pull kick
+  // (wake_result::pull) asks a spinning one first (it is awake), and either
+  // balances unrationed.
+  void kick_idle(int busy_cpu, worker* w, bool pull = false) noexcept;
 
   std::atomic<int> nr_spinning{0};
   std::atomic<int> nr_parked{0};

@@ -7,6 +7,7 @@
 #include <functional>
 #include <pthread.h>
 #include <thread>
+#include <utility>
 
 #include "clock.hpp"
 #include <usched/detail/cpu_relax.hpp>
@@ -447,11 +448,11 @@ fiber* worker::find_work() {
   if (c >= next_tick_cycles_) {
     const std::int64_t now = engine_now_ns(c);
     tick(now);
-    return static_cast<fiber*>(rt_.eng().find_work(index_, now, next_random(), scratch_));
+    return static_cast<fiber*>(rt_.eng().find_work(index_, now, next_random(), scratch_, std::exchange(kicked_, false)));
   }
   // The counter is converted only if the engine needs the time (the FIFO
   // disciplines never do here).
-  return static_cast<fiber*>(rt_.eng().find_work(index_, engine_clock(), next_random(), scratch_));
+  return static_cast<fiber*>(rt_.eng().find_work(index_, engine_clock(), next_random(), scratch_, std::exchange(kicked_, false)));
 }
 
 void worker::idle_wait() {
@@ -465,11 +466,17 @@ void worker::idle_wait() {
   // part is kept short. Timer deadlines are on the steady clock, read only
   // when some worker has a timer; the poll fires the due timers of every
   // worker, since a busy one cannot fire its own.
+  // A worker that does not balance by itself while it spins opens its spin
+  // word first, so that a pull kick reaches it (kick_idle); it leaves the
+  // spin when kicked, to balance in find_work().
+  const bool kickable = !e.idle_pulls_by_itself();
+  if (kickable) spin_word_.store(spin_open, std::memory_order_seq_cst);
   rt_.nr_spinning.fetch_add(1, std::memory_order_seq_cst);
   const std::int64_t spin_until = engine_now_ns() + rt_.spin_ns();
   bool found = false;
   for (unsigned i = 1;; ++i) {
-    if (q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping()) {
+    if (q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping() ||
+        spin_word_.load(std::memory_order_relaxed) == spin_kicked) {
       found = true;
       break;
     }
@@ -502,6 +509,8 @@ void worker::idle_wait() {
     cpu_relax();
   }
   rt_.nr_spinning.fetch_sub(1, std::memory_order_seq_cst);
+  // A kick that arrived after the last poll is taken now rather than lost.
+  if (kickable && spin_word_.exchange(spin_none, std::memory_order_seq_cst) == spin_kicked) found = kicked_ = true;
   if (found) return;
 
   // Park. Announce it, then look once more: a pusher that queued work before
@@ -550,6 +559,8 @@ void worker::idle_wait() {
   // before this worker runs a fiber and reads the watch (leaving_idle).
   park_word_.store(0, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
+  // Woken for a pull kick (mark_pull()): balance unrationed.
+  if (kickable && spin_word_.exchange(spin_none, std::memory_order_seq_cst) == spin_kicked) kicked_ = true;
   if (watching_) {
     // Whatever woke us, the watch is open again: a worker that parks takes
     // it, and if this one goes to run a fiber it hands it on.
