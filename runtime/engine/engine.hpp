@@ -196,6 +196,8 @@ struct alignas(64) runqueue {
   // The fair discipline and load tracking, under the lock. The queued
   // fibers in vruntime order (timeline.hpp).
   alignas(64) detail::timeline<sched_entity> timeline;
+  static_assert(sizeof(detail::timeline<sched_entity>) + sizeof(sched_entity*) <= 64,
+                "the timeline and the hand-off share the fair discipline's first line");
   // The fair discipline's join hand-off (engine_config::join_handoff): the
   // queued fiber the running one hands this worker to as it blocks on it
   // or exits to it, picked before the leftmost. Consumed by the next pick,

@@ -29,7 +29,10 @@
 // A fiber in the run keeps its links in the tree hook's own fields, which
 // an unlinked node (normal_link) leaves free: left and right are the
 // previous and next in the run, and the parent is the run's marker, which
-// no tree node points at. The sched_entity's layout does not change.
+// no tree node points at. The sched_entity's layout does not change, and
+// the timeline takes the 56 bytes of the tree's header, the run's ends and
+// the tree's insert hint (the tree keeps no count), so that it and the
+// hand-off share the runqueue's fair line as the tree alone did.
 #pragma once
 
 #include <boost/intrusive/set.hpp>
@@ -55,7 +58,7 @@ class timeline {
   };
   using tree_t = boost::intrusive::multiset<
       Entity, boost::intrusive::member_hook<Entity, hook_t, &Entity::timeline_hook>,
-      boost::intrusive::compare<by_vruntime>>;
+      boost::intrusive::compare<by_vruntime>, boost::intrusive::constant_time_size<false>>;
 
   timeline() = default;
   timeline(const timeline&) = delete;
@@ -86,7 +89,7 @@ class timeline {
   void insert(Entity& se) noexcept {
     if (run_tail_ == nullptr || !before(se, *run_tail_)) return run_append(se);
     if (before(se, *run_head_)) {
-      if (run_len_ > restart_len) return tree_insert(se);
+      if (!run_is_short()) return tree_insert(se);
       flush_run();
       return run_append(se);
     }
@@ -109,7 +112,6 @@ class timeline {
       if (n) set_run_prev(*n, p);
       else run_tail_ = p;
       node_traits::set_parent(node(se), nullptr);
-      --run_len_;
       return;
     }
     if (&se == last_inserted_) last_inserted_ = nullptr;
@@ -184,7 +186,11 @@ class timeline {
   iterator end() const noexcept { return iterator(tree_.end(), tree_.end(), nullptr); }
 
   // How many of the queued fibers are in the run (for tests).
-  std::size_t run_size() const noexcept { return run_len_; }
+  std::size_t run_size() const noexcept {
+    std::size_t n = 0;
+    for (Entity* e = run_head_; e; e = run_next(*e)) ++n;
+    return n;
+  }
 
  private:
   using value_traits = typename tree_t::value_traits;
@@ -193,17 +199,16 @@ class timeline {
 
   static node_ptr node(Entity& se) noexcept { return value_traits::to_node_ptr(se); }
   static Entity* entity(node_ptr n) noexcept { return n ? value_traits::to_value_ptr(n) : nullptr; }
-  node_ptr run_marker() const noexcept { return const_cast<node_ptr>(&marker_); }
+  static node_ptr run_marker() noexcept { return &marker_; }
   bool in_run(Entity& se) const noexcept { return node_traits::get_parent(node(se)) == run_marker(); }
   static Entity* run_prev(Entity& se) noexcept { return entity(node_traits::get_left(node(se))); }
   static Entity* run_next(Entity& se) noexcept { return entity(node_traits::get_right(node(se))); }
   static void set_run_prev(Entity& se, Entity* p) noexcept { node_traits::set_left(node(se), p ? node(*p) : nullptr); }
   static void set_run_next(Entity& se, Entity* n) noexcept { node_traits::set_right(node(se), n ? node(*n) : nullptr); }
 
-  // A run of at most this many is moved to the tree by an insert below it,
-  // which starts a new run; a longer one stays, and the insert goes to the
-  // tree.
-  static constexpr std::size_t restart_len = 2;
+  // A run of one or two is moved to the tree by an insert below it, which
+  // starts a new run; a longer one stays, and the insert goes to the tree.
+  bool run_is_short() const noexcept { return run_head_ == run_tail_ || run_next(*run_head_) == run_tail_; }
   // How far from the run's tail an insert inside it is placed in it.
   static constexpr unsigned walk_len = 4;
 
@@ -223,7 +228,6 @@ class timeline {
     if (run_tail_) set_run_next(*run_tail_, &se);
     else run_head_ = &se;
     run_tail_ = &se;
-    ++run_len_;
   }
 
   void run_insert_after(Entity& at, Entity& se) noexcept {
@@ -234,14 +238,12 @@ class timeline {
     set_run_next(at, &se);
     if (n) set_run_prev(*n, &se);
     else run_tail_ = &se;
-    ++run_len_;
   }
 
   // The run moves into the tree, in order, each after the equal keys there.
   void flush_run() noexcept {
     Entity* e = run_head_;
     run_head_ = run_tail_ = nullptr;
-    run_len_ = 0;
     while (e) {
       Entity* n = run_next(*e);
       tree_insert(*e);
@@ -272,9 +274,10 @@ class timeline {
   tree_t tree_;
   Entity* run_head_ = nullptr;
   Entity* run_tail_ = nullptr;
-  std::size_t run_len_ = 0;
   Entity* last_inserted_ = nullptr;  // the tree's newest fiber, the next tree insert's first guess
-  typename node_traits::node marker_{};
+  // The parent of every fiber in a run (any timeline's): an address no tree
+  // node points at. Never written.
+  static inline typename node_traits::node marker_{};
 };
 
 }  // namespace usched::detail
