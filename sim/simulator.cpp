@@ -328,7 +328,6 @@ void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_
 // spins; a pull kick tells a spinning one first (one already told counts),
 // else wakes a parked one, and the worker it reaches balances unrationed.
 void simulator::kick_idle(int busy_cpu, bool pull) {
-  pull = pull && !engine_->idle_pulls_by_itself();
   if (nr_spinning_ > 0 && !pull) return;
   if (nr_spinning_ == 0 && nr_parked_ == 0) return;
   const std::uint64_t bits = random_of(busy_cpu);

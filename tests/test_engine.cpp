@@ -655,8 +655,8 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
           "[engine][cfs]") {
   // wake_result::pull: the kick stands in for the fork balance, so only a
   // local spawn with fork balancing off makes it; a wake-up, a spawn the
-  // fork balance placed, and a policy whose idle workers do not pull make
-  // a plain kick or none.
+  // fork balance placed, and a work stealer (its spinning workers pull by
+  // themselves) make a plain kick or none.
   std::vector<usched::cpu_snapshot> scratch;
   for (const bool fork_balance : {false, true}) {
     usched::detail::engine_config cfg;
@@ -686,6 +686,19 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
     const auto wake = e.wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
     CHECK(!wake.pull);
   }
+  // A work stealer's spinning worker finds the spawn by itself: a plain kick.
+  usched::detail::engine_config cfg;
+  cfg.fork_balance = false;
+  const auto topo = usched::detail::topology::load("pack:1 l3:1 core:2 pu:1");
+  engine e(usched::build_domains(topo.place_workers(2, usched::detail::worker_unit::pu)),
+           usched::make_policy("steal"), cfg);
+  std::deque<sched_entity> f(2);
+  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
+  const auto spawn = e.wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+  CHECK(spawn.cpu == 0);
+  CHECK(spawn.kick);
+  CHECK(!spawn.pull);
 }
 
 TEST_CASE("engine: work stealing does not ration: idle_poll pulls again while spinning", "[engine]") {

@@ -995,7 +995,8 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   const unsigned queued = enqueue(r.cpu, se, how, now);
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);
-  r.pull = r.kick && how == enqueue_kind::spawn_local && !cfg_.fork_balance;
+  // A work stealer's spinning worker finds the fiber by itself: a plain kick.
+  r.pull = r.kick && how == enqueue_kind::spawn_local && !cfg_.fork_balance && !idle_pulls_by_itself();
   return r;
 }
 

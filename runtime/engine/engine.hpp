@@ -406,7 +406,8 @@ struct wake_result {
   // spinning worker finds them by itself, or is told, see pull).
   bool kick = false;
   // The kick stands in for a fork balance: a spawn stayed on its spawner's
-  // busy worker because fork balancing is off (engine_config::fork_balance).
+  // busy worker because fork balancing is off (engine_config::fork_balance),
+  // under a policy whose spinning workers do not pull by themselves.
   // The kick then goes to a spinning worker too, not only to a parked one,
   // and the worker it reaches balances at once, as newly idle, without the
   // avg_idle rationing (find_work(kicked)): the kernel places a fork on an

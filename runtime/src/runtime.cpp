@@ -449,7 +449,6 @@ void runtime_impl::carry_out(const wake_result& r, worker* w) noexcept {
 // and else a parked one; either balances unrationed.
 void runtime_impl::kick_idle(int busy_cpu, worker* w, bool pull) noexcept {
   const bool spinning = nr_spinning.load(std::memory_order_seq_cst) > 0;
-  pull = pull && !engine_.idle_pulls_by_itself();
   if (spinning && !pull) return;
   if (!spinning && nr_parked.load(std::memory_order_seq_cst) == 0) return;
   const std::uint64_t random = w ? w->next_random() : external_random();
