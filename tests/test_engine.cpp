@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <deque>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine.hpp"
@@ -18,10 +20,11 @@ using usched::detail::prev_action;
 using usched::placement_kind;
 using usched::detail::sched_entity;
 
-engine make_engine(const char* synthetic, unsigned workers, const char* policy) {
+engine make_engine(const char* synthetic, unsigned workers, const char* policy,
+                   usched::detail::engine_config cfg = {}) {
   const auto topo = usched::detail::topology::load(synthetic);
   return engine(usched::build_domains(topo.place_workers(workers, usched::detail::worker_unit::pu)),
-                usched::make_policy(policy));
+                usched::make_policy(policy), cfg);
 }
 
 // The index of `se` in `all`, -1 for none (null).
@@ -658,20 +661,23 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
   // fork balance placed, and a work stealer (its spinning workers pull by
   // themselves) make a plain kick or none.
   std::vector<usched::cpu_snapshot> scratch;
-  for (const bool fork_balance : {false, true}) {
+  // Both workers busy (so that the fork balance has no idle worker to
+  // prefer and the spawn may stay where it is), then worker 0's fiber
+  // spawns f[1].
+  const auto spawn_on_busy = [&scratch](const char* policy, bool fork_balance, std::deque<sched_entity>& f) {
     usched::detail::engine_config cfg;
     cfg.fork_balance = fork_balance;
-    const auto topo = usched::detail::topology::load("pack:1 l3:1 core:2 pu:1");
-    engine e(usched::build_domains(topo.place_workers(2, usched::detail::worker_unit::pu)),
-             usched::make_policy("cfs"), cfg);
+    auto e = std::make_unique<engine>(make_engine("pack:1 l3:1 core:2 pu:1", 2, policy, cfg));
+    e->enqueue(0, &f[0], enqueue_kind::spawn, 0);
+    REQUIRE(e->pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
+    e->enqueue(1, &f[3], enqueue_kind::spawn, 0);
+    REQUIRE(e->pick_next(1, nullptr, prev_action::requeue, 0) == &f[3]);
+    const auto r = e->wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+    return std::make_pair(std::move(e), r);
+  };
+  for (const bool fork_balance : {false, true}) {
     std::deque<sched_entity> f(4);
-    e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
-    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
-    // Worker 1 busy too, so that the fork balance has no idle worker to
-    // prefer and the spawn may stay where it is.
-    e.enqueue(1, &f[3], enqueue_kind::spawn, 0);
-    REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 0) == &f[3]);
-    const auto spawn = e.wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+    auto [e, spawn] = spawn_on_busy("cfs", fork_balance, f);
     INFO("fork balance " << fork_balance << ", spawn placed on " << spawn.cpu);
     if (!fork_balance) {
       CHECK(spawn.cpu == 0);
@@ -681,21 +687,14 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
       CHECK(!spawn.pull);
     }
     // A wake-up onto a busy worker is a plain kick at most.
-    e.enqueue(0, &f[2], enqueue_kind::spawn, 2'000);
-    REQUIRE(e.pick_next(0, &f[0], prev_action::block, 3'000) != nullptr);
-    const auto wake = e.wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
+    e->enqueue(0, &f[2], enqueue_kind::spawn, 2'000);
+    REQUIRE(e->pick_next(0, &f[0], prev_action::block, 3'000) != nullptr);
+    const auto wake = e->wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
     CHECK(!wake.pull);
   }
   // A work stealer's spinning worker finds the spawn by itself: a plain kick.
-  usched::detail::engine_config cfg;
-  cfg.fork_balance = false;
-  const auto topo = usched::detail::topology::load("pack:1 l3:1 core:2 pu:1");
-  engine e(usched::build_domains(topo.place_workers(2, usched::detail::worker_unit::pu)),
-           usched::make_policy("steal"), cfg);
-  std::deque<sched_entity> f(2);
-  e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
-  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
-  const auto spawn = e.wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+  std::deque<sched_entity> f(4);
+  const auto [e, spawn] = spawn_on_busy("steal", false, f);
   CHECK(spawn.cpu == 0);
   CHECK(spawn.kick);
   CHECK(!spawn.pull);
