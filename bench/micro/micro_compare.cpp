@@ -438,8 +438,9 @@ void check_blocks(const std::vector<block>& blocks, const std::vector<config>& c
   for (const block& b : blocks) {
     for (const line& l : b.lines) {
       for (const std::string* cfg : {&l.cfg, &l.minus_cfg}) {
+        if (cfg->empty()) continue;
         const auto c = std::find_if(configs.begin(), configs.end(), [&](const config& x) { return x.key == *cfg; });
-        if (cfg->empty() || c == configs.end()) continue;
+        if (c == configs.end()) continue;
         const auto f = std::find_if(c->args.begin(), c->args.end(),
                                     [&](const std::string& a) { return a.rfind(flag, 0) == 0; });
         if (f == c->args.end()) continue;

@@ -880,7 +880,8 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   const std::int64_t avg_idle = q.avg_idle.load(std::memory_order_relaxed);
   // A pull kick's pass (wake_result::pull) is not rationed.
-  if (rations_newidle_ && !kicked) {
+  const bool rationed = rations_newidle_ && !kicked;
+  if (rationed) {
     // The kernel's newidle_balance(): a worker whose idle periods are on
     // average shorter than a migration is worth does not balance at all.
     if (avg_idle < cfg_.migration_cost_ns) {
@@ -894,7 +895,7 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
     sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
     // Up the chain only while the expected cost fits the expected idle
     // time.
-    if (rations_newidle_ && !kicked && avg_idle < curr_cost + st.max_newidle_lb_cost) break;
+    if (rationed && avg_idle < curr_cost + st.max_newidle_lb_cost) break;
     const std::int64_t t0 = rations_newidle_ && now.measures() ? now.fresh() : 0;
     const unsigned n = load_balance(cpu, level, cpu_idle_type::newly_idle, now, random, scratch);
     if (rations_newidle_) {
