@@ -692,6 +692,28 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
     const auto wake = e->wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
     CHECK(!wake.pull);
   }
+  // A spawn that did not stay for want of a fork balance: one pinned to its
+  // spawner's worker, and one the policy placed for its node preference,
+  // make a plain kick at most.
+  {
+    std::deque<sched_entity> f(4);
+    f[1].pinned = 0;
+    const auto [e, spawn] = spawn_on_busy("cfs", false, f);
+    CHECK(spawn.cpu == 0);
+    CHECK(spawn.kick);
+    CHECK(!spawn.pull);
+  }
+  for (const int node : {0, -1}) {
+    std::deque<sched_entity> f(4);
+    f[1].preferred_node = node;
+    const auto [e, spawn] = spawn_on_busy("cfs", false, f);
+    INFO("preferred node " << node << ", spawn placed on " << spawn.cpu);
+    // Both workers are on node 0 and equally busy: the placement keeps the
+    // spawner's, as fork balancing off does without a preference.
+    CHECK(spawn.cpu == 0);
+    CHECK(spawn.kick);
+    CHECK(spawn.pull == (node < 0));
+  }
   // A work stealer's spinning worker finds the spawn by itself: a plain kick.
   std::deque<sched_entity> f(4);
   const auto [e, spawn] = spawn_on_busy("steal", false, f);

@@ -993,11 +993,16 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   // runqueue, whose line a thief may hold until the enqueue takes it.
   enqueue_kind how = enqueue_kind::wakeup;
   if (kind == placement_kind::spawn) how = origin == r.cpu ? enqueue_kind::spawn_local : enqueue_kind::spawn;
+  // The pull kick stands in for the fork balance that was skipped
+  // (select_cpu): not for a spawn pinned to its spawner's worker, nor for
+  // one the policy placed there (a node preference). Read before the
+  // enqueue, after which the fiber may be another worker's.
+  const bool stayed = how == enqueue_kind::spawn_local && !cfg_.fork_balance && se->pinned < 0 && se->preferred_node < 0;
   const unsigned queued = enqueue(r.cpu, se, how, now);
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);
   // A work stealer's spinning worker finds the fiber by itself: a plain kick.
-  r.pull = r.kick && how == enqueue_kind::spawn_local && !cfg_.fork_balance && !idle_pulls_by_itself();
+  r.pull = r.kick && stayed && !idle_pulls_by_itself();
   return r;
 }
 
