@@ -338,7 +338,7 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   // Fork balancing off (engine_config::fork_balance): a spawn from a worker
   // stays there, as a fork does where no domain has SD_BALANCE_FORK; idle
   // workers pull it. A fiber that prefers a node is still placed.
-  if (kind == placement_kind::spawn && !cfg_.fork_balance && origin >= 0 && se.preferred_node < 0) return origin;
+  if (stays_unbalanced(kind, se, origin)) return origin;
   if (places_without_snapshot_) {
     if (scratch.size() != nr_cpus()) scratch.resize(nr_cpus());
   } else {
@@ -993,11 +993,8 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   // runqueue, whose line a thief may hold until the enqueue takes it.
   enqueue_kind how = enqueue_kind::wakeup;
   if (kind == placement_kind::spawn) how = origin == r.cpu ? enqueue_kind::spawn_local : enqueue_kind::spawn;
-  // The pull kick stands in for the fork balance that was skipped
-  // (select_cpu): not for a spawn pinned to its spawner's worker, nor for
-  // one the policy placed there (a node preference). Read before the
-  // enqueue, after which the fiber may be another worker's.
-  const bool stayed = how == enqueue_kind::spawn_local && !cfg_.fork_balance && se->pinned < 0 && se->preferred_node < 0;
+  // Read before the enqueue, after which the fiber may be another worker's.
+  const bool stayed = stays_unbalanced(kind, *se, origin);
   const unsigned queued = enqueue(r.cpu, se, how, now);
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);

@@ -636,6 +636,16 @@ class engine {
     return -1;
   }
 
+  // stays_unbalanced(): a spawn from worker `origin` that stays there
+  // because fork balancing is off (engine_config::fork_balance), without
+  // asking the policy: neither pinned (it goes to its worker) nor with a
+  // node preference (the policy places it). Its pull kick stands in for
+  // the fork balance it skipped (wake_result::pull).
+  bool stays_unbalanced(placement_kind kind, const sched_entity& se, int origin) const noexcept {
+    return kind == placement_kind::spawn && !cfg_.fork_balance && origin >= 0 && se.pinned < 0 &&
+           se.preferred_node < 0;
+  }
+
   // select_cpu() chooses the worker for a new (kind == spawn) or woken fiber:
   // its pinned worker if it has one, else the policy's choice. `origin` is the
   // worker asking, -1 for a thread outside the runtime. Counts the wake-up
