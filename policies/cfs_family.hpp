@@ -30,6 +30,7 @@ class cfs_policy final : public policy {
   bool smt_ignores_cache_hot() const noexcept override { return features_.smt_ignores_cache_hot; }
   bool shortens_busy_interval() const noexcept override { return features_.shortens_busy_interval; }
   bool rations_newidle() const noexcept override { return true; }
+  bool wake_reads_only_llcs() const noexcept override { return true; }
 
  private:
   std::string_view name_;

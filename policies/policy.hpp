@@ -207,6 +207,18 @@ class policy {
   // and req.cpus holds unspecified values.
   virtual bool places_without_snapshot() const noexcept { return false; }
 
+  // True when select_cpu(), for a wake-up of a fiber without a preferred
+  // node, reads req.cpus only at the workers that share a last-level cache
+  // with req.origin or req.prev (each of them included): the kernel's
+  // wake_affine() compares the waker's worker with prev, and
+  // select_idle_sibling() looks for an idle worker in the target's LLC. The
+  // engine then snapshots those LLCs alone, and the other entries of
+  // req.cpus hold unspecified values: a wake-up costs O(LLC), not
+  // O(workers). A spawn, and a wake-up of a fiber that prefers a node
+  // (task_numa_find_cpu() reads every worker of two nodes), still get every
+  // worker.
+  virtual bool wake_reads_only_llcs() const noexcept { return false; }
+
   // find_busiest() decides whether, from where and how much this_cpu should
   // pull within req.sd. Called for each level of this_cpu's chain, narrowest
   // first.

@@ -1586,3 +1586,96 @@ TEST_CASE("engine: should_preempt is a wake-up's request or a used-up slice with
   e.rq(0).need_resched.store(true);
   CHECK(e.should_preempt(0, 0));
 }
+
+TEST_CASE("engine: a CFS wake-up placed from its LLCs' snapshots alone chooses as from every worker's",
+          "[engine][cfs][placement]") {
+  // policy::wake_reads_only_llcs(): the engine snapshots only the LLCs of
+  // the waker's worker and of the fiber's previous one. Two engines made
+  // and loaded alike place the same wake-ups, one with every entry of its
+  // snapshot space fresh beforehand and the other with garbage in it: any
+  // read of an entry outside those LLCs would show as a different choice
+  // or a different effect (the fiber's recent_used_cpu, the waker's scan
+  // average, the LLCs' idle-core hints).
+  struct topo {
+    const char* synthetic;
+    unsigned workers;
+  };
+  // Two NUMA nodes of two SMT LLCs each; one LLC of 8; four packages of 2
+  // (a package is the LLC of a topology without caches).
+  const topo topos[] = {{"pack:2 [numa] l3:2 core:4 pu:2", 32}, {"pack:1 l3:1 core:8 pu:1", 8}, {"pack:4 core:2 pu:1", 8}};
+  std::uint64_t rng = 0x9e3779b97f4a7c15ULL;
+  const auto next = [&rng](std::uint64_t n) {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rng >> 33) % n;
+  };
+  const std::int64_t us = 1'000;
+  unsigned wakes = 0, moved = 0;
+  for (const topo& t : topos) {
+    for (const char* policy : {"cfs", "cfs-v5.9"}) {
+      for (int trial = 0; trial < 40; ++trial) {
+        engine a = make_engine(t.synthetic, t.workers, policy);
+        engine b = make_engine(t.synthetic, t.workers, policy);
+        std::deque<sched_entity> fa, fb;
+        // Some workers idle, the others running a fiber with 0-3 queued
+        // behind it, spawned at different times so that their loads differ.
+        std::int64_t now = 1'000 * us;
+        for (unsigned c = 0; c < t.workers; ++c) {
+          if (next(3) == 0) continue;
+          const auto n = 1 + next(4);
+          for (std::uint64_t i = 0; i < n; ++i) {
+            now += static_cast<std::int64_t>(next(300)) * us;
+            a.enqueue(static_cast<int>(c), &fa.emplace_back(), enqueue_kind::spawn, now);
+            b.enqueue(static_cast<int>(c), &fb.emplace_back(), enqueue_kind::spawn, now);
+          }
+          REQUIRE(a.pick_next(static_cast<int>(c), nullptr, prev_action::requeue, now) != nullptr);
+          REQUIRE(b.pick_next(static_cast<int>(c), nullptr, prev_action::requeue, now) != nullptr);
+        }
+        std::vector<usched::cpu_snapshot> full, garbage;
+        for (int w = 0; w < 8; ++w) {
+          now += 50 * us;
+          const int prev = static_cast<int>(next(t.workers));
+          const int origin = next(4) == 0 ? -1 : static_cast<int>(next(t.workers));
+          const int recent = next(2) == 0 ? -1 : static_cast<int>(next(t.workers));
+          const auto load = static_cast<unsigned long>(next(1024));
+          const int node = next(4) == 0 ? static_cast<int>(next(2)) : -1;
+          sched_entity wa, wb;
+          for (sched_entity* se : {&wa, &wb}) {
+            se->cpu.store(prev);
+            se->recent_used_cpu = recent;
+            se->avg.load_avg = load;
+            se->preferred_node = node;
+          }
+          a.snapshot(full, now);
+          garbage.assign(t.workers, usched::cpu_snapshot{});
+          for (usched::cpu_snapshot& s : garbage) {
+            s.idle = next(2) == 0;
+            s.nr_queued = static_cast<unsigned>(next(5));
+            s.nr_running = s.nr_queued + (s.idle ? 0u : 1u);
+            s.load_avg = next(4096);
+            s.util_avg = next(1024);
+            s.runnable_avg = next(4096);
+            s.capacity = 1 + next(1024);
+            s.numa_node = static_cast<int>(next(2));
+            s.llc_has_idle_cores = next(2) == 0;
+          }
+          const std::uint64_t random = next(1u << 30);
+          const int ca = a.select_cpu(placement_kind::wake, wa, origin, random, full, now);
+          const int cb = b.select_cpu(placement_kind::wake, wb, origin, random, garbage, now);
+          INFO(t.synthetic << " " << policy << " trial " << trial << ": prev " << prev << ", waker " << origin
+                           << ", recent " << recent << ", node " << node);
+          REQUIRE(ca == cb);
+          CHECK(wa.recent_used_cpu == wb.recent_used_cpu);
+          if (origin >= 0) CHECK(a.rq(origin).avg_scan_cost.load() == b.rq(origin).avg_scan_cost.load());
+          a.snapshot(full, now);
+          b.snapshot(garbage, now);
+          for (unsigned c = 0; c < t.workers; ++c) CHECK(full[c].llc_has_idle_cores == garbage[c].llc_has_idle_cores);
+          ++wakes;
+          if (ca != prev) ++moved;
+        }
+      }
+    }
+  }
+  // The wake-ups were not all left where they were: the LLC scans chose.
+  CHECK(wakes == 3 * 2 * 40 * 8);
+  CHECK(moved > wakes / 10);
+}

@@ -6,8 +6,14 @@
 // (find_idlest_group, then find_idlest_group_cpu) as it would on a loaded
 // machine of that size. ns per placement.
 //
-//   usched_placement                       # every size, both settings
-//   usched_placement --benchmark_filter=cfs/256
+// The wake rows place a wake-up the same way: the waker's worker runs a
+// fiber too, and the woken fiber last ran on the next worker, in the
+// waker's LLC, so the placement weighs the two (wake_affine) and scans that
+// LLC for an idle worker and finds none (select_idle_sibling), as on a
+// loaded machine.
+//
+//   usched_placement                       # every size, every setting
+//   usched_placement --benchmark_filter=cfs/wake/3
 #include <benchmark/benchmark.h>
 
 #include <deque>
@@ -38,16 +44,18 @@ constexpr machine machines[] = {
     {"pack:8 core:32 pu:1", 256},
 };
 
-void place(benchmark::State& state, const char* policy, bool fork_balance) {
+enum class what { spawn, spawn_local, wake };
+
+void place(benchmark::State& state, const char* policy, what w) {
   const machine& m = machines[static_cast<std::size_t>(state.range(0))];
   engine_config cfg;
-  cfg.fork_balance = fork_balance;
+  cfg.fork_balance = w != what::spawn_local;
   const auto topo = usched::detail::topology::load(m.topology);
   engine e(usched::build_domains(topo.place_workers(m.workers, usched::detail::worker_unit::pu)),
            usched::make_policy(policy), cfg);
   std::deque<sched_entity> load;
   const std::int64_t now = 1'000'000'000;
-  for (unsigned c = 1; c < m.workers; ++c) {
+  for (unsigned c = w == what::wake ? 0 : 1; c < m.workers; ++c) {
     for (int i = 0; i < 3; ++i) {
       e.enqueue(static_cast<int>(c), &load.emplace_back(), enqueue_kind::spawn, now);
     }
@@ -55,11 +63,15 @@ void place(benchmark::State& state, const char* policy, bool fork_balance) {
     e.pick_next(static_cast<int>(c), nullptr, usched::detail::prev_action::requeue, now);
   }
   sched_entity child;
+  const usched::placement_kind kind = w == what::wake ? usched::placement_kind::wake : usched::placement_kind::spawn;
   std::vector<usched::cpu_snapshot> scratch;
   std::uint64_t random = 1;
   for (auto _ : state) {
     random = random * 6364136223846793005ULL + 1442695040888963407ULL;
-    const int cpu = e.select_cpu(usched::placement_kind::spawn, child, 0, random, scratch, now);
+    // The woken fiber's previous worker, each time (a placement may move
+    // the fiber's recent_used_cpu, never its cpu).
+    if (w == what::wake) child.cpu.store(1, std::memory_order_relaxed);
+    const int cpu = e.select_cpu(kind, child, 0, random, scratch, now);
     benchmark::DoNotOptimize(cpu);
   }
   state.counters["workers"] = m.workers;
@@ -68,13 +80,20 @@ void place(benchmark::State& state, const char* policy, bool fork_balance) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (const char* policy : {"cfs", "steal"}) {
-    for (const bool fb : {true, false}) {
-      if (std::string(policy) == "steal" && !fb) continue;  // places locally either way
-      const std::string name = std::string(policy) + (std::string(policy) == "steal" ? "/policy" : fb ? "/fork_balance" : "/local");
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), [policy, fb](benchmark::State& s) { place(s, policy, fb); });
-      b->DenseRange(0, static_cast<int>(std::size(machines)) - 1)->Unit(benchmark::kNanosecond);
-    }
+  struct row {
+    const char* name;
+    const char* policy;
+    what w;
+  };
+  // A work stealer places a spawn locally with fork balancing on or off.
+  constexpr row rows[] = {
+      {"cfs/fork_balance", "cfs", what::spawn}, {"cfs/local", "cfs", what::spawn_local},
+      {"steal/policy", "steal", what::spawn},   {"cfs/wake", "cfs", what::wake},
+      {"steal/wake", "steal", what::wake},
+  };
+  for (const row& r : rows) {
+    auto* b = benchmark::RegisterBenchmark(r.name, [r](benchmark::State& s) { place(s, r.policy, r.w); });
+    b->DenseRange(0, static_cast<int>(std::size(machines)) - 1)->Unit(benchmark::kNanosecond);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

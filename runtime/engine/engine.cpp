@@ -34,6 +34,7 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       lifo_(!fair_ && policy_->lifo_queue()),
       tracks_load_(fair_ && cfg_.load_tracking),
       places_without_snapshot_(policy_->places_without_snapshot()),
+      wake_reads_only_llcs_(policy_->wake_reads_only_llcs()),
       pulls_when_idle_(policy_->pulls_when_idle()),
       smt_ignores_cache_hot_(policy_->smt_ignores_cache_hot()),
       shortens_busy_interval_(policy_->shortens_busy_interval()),
@@ -273,49 +274,73 @@ void engine::check_preempt_tick(int cpu, runqueue& q) noexcept {
 void engine::snapshot(std::vector<cpu_snapshot>& out, const now_source& now) const {
   const std::size_t n = nr_cpus();
   out.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const runqueue& q = rqs_[i];
-    cpu_snapshot& s = out[i];
-    s.nr_queued = q.nr_queued.load(std::memory_order_relaxed);
-    s.nr_pinned = q.nr_pinned.load(std::memory_order_relaxed);
-    s.idle = q.idle.load(std::memory_order_relaxed);
-    s.nr_running = s.nr_queued + (s.idle ? 0u : 1u);
-    s.capacity = domains_.cpu_capacity.empty() ? capacity_scale : domains_.cpu_capacity[i];
-    s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
-    s.llc_has_idle_cores =
-        llc_first(i) < 0 || idle_cores_[static_cast<std::size_t>(llc_first(i))].load(std::memory_order_relaxed);
-    // The placing worker's own (select_cpu fills them in): no other line of
-    // every runqueue to read.
-    s.avg_idle_ns = 0;
-    s.avg_scan_cost_ns = 0;
-    if (!tracks_load()) continue;
-    // A runqueue nobody updated for a while (its worker is parked) still
-    // holds the values of its last update; bring them to now, as the
-    // kernel's blocked-load updates do before a balance
-    // (update_blocked_averages() in newidle_balance(), the nohz stats
-    // update of idle CPUs): the contributions of fibers that woke up on
-    // another worker since come off first (update_cfs_rq_load_avg()'s
-    // removed sums), then the rest decays.
-    const std::int64_t last = q.pelt_update_pub.load(std::memory_order_relaxed);
-    std::uint64_t periods = 0;
-    if (s.nr_running == 0 && now() > last) {
-      periods = static_cast<std::uint64_t>(now() - last) >> (pelt_time_shift + 10);
+  for (std::size_t i = 0; i < n; ++i) snapshot_cpu(i, out[i], now);
+}
+
+void engine::snapshot_llcs(std::vector<cpu_snapshot>& out, const now_source& now, int a, int b) const {
+  out.resize(nr_cpus());
+  const auto valid = [&](int cpu) { return cpu >= 0 && static_cast<std::size_t>(cpu) < nr_cpus(); };
+  // Which LLC a worker is in: its first worker (the worker itself when its
+  // cache is its own); -1 for none.
+  const auto llc_key = [&](int cpu) {
+    if (!valid(cpu)) return -1;
+    const int first = llc_first(static_cast<std::size_t>(cpu));
+    return first >= 0 ? first : cpu;
+  };
+  const auto fill = [&](int cpu) {
+    if (!valid(cpu)) return;
+    const auto c = static_cast<std::size_t>(cpu);
+    if (const sched_domain* llc = llc_of(c)) {
+      for (const int i : llc->span.get()) snapshot_cpu(static_cast<std::size_t>(i), out[static_cast<std::size_t>(i)], now);
+    } else {
+      snapshot_cpu(c, out[c], now);
     }
-    const auto current = [&](const std::atomic<unsigned long>& pub, const std::atomic<unsigned long>& removed) {
-      const unsigned long v = pub.load(std::memory_order_relaxed);
-      const unsigned long r = removed.load(std::memory_order_relaxed);
-      return static_cast<unsigned long>(pelt_decay(v > r ? v - r : 0, periods));
-    };
-    s.load_avg = current(q.load_avg_pub, q.removed_load);
-    s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
-    // cpu_util(): the larger of util_avg and the queued fibers' estimates
-    // (an idle worker's estimate is 0: nothing is queued there).
-    s.util_avg = std::min(std::max(current(q.util_avg_pub, q.removed_util), q.util_est_pub.load(std::memory_order_relaxed)),
-                          s.capacity);
-    s.runnable_avg = current(q.runnable_avg_pub, q.removed_runnable);
-    s.curr_preferred_node = q.curr_preferred_node.load(std::memory_order_relaxed);
-    s.curr_load = q.curr_load.load(std::memory_order_relaxed);
+  };
+  fill(a);
+  if (llc_key(b) != llc_key(a)) fill(b);  // usually the same LLC: once is enough
+}
+
+void engine::snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now) const {
+  const runqueue& q = rqs_[i];
+  s.nr_queued = q.nr_queued.load(std::memory_order_relaxed);
+  s.nr_pinned = q.nr_pinned.load(std::memory_order_relaxed);
+  s.idle = q.idle.load(std::memory_order_relaxed);
+  s.nr_running = s.nr_queued + (s.idle ? 0u : 1u);
+  s.capacity = domains_.cpu_capacity.empty() ? capacity_scale : domains_.cpu_capacity[i];
+  s.numa_node = domains_.cpu_node.empty() ? 0 : domains_.cpu_node[i];
+  s.llc_has_idle_cores =
+      llc_first(i) < 0 || idle_cores_[static_cast<std::size_t>(llc_first(i))].load(std::memory_order_relaxed);
+  // The placing worker's own (select_cpu fills them in): no other line of
+  // every runqueue to read.
+  s.avg_idle_ns = 0;
+  s.avg_scan_cost_ns = 0;
+  if (!tracks_load()) return;
+  // A runqueue nobody updated for a while (its worker is parked) still
+  // holds the values of its last update; bring them to now, as the
+  // kernel's blocked-load updates do before a balance
+  // (update_blocked_averages() in newidle_balance(), the nohz stats
+  // update of idle CPUs): the contributions of fibers that woke up on
+  // another worker since come off first (update_cfs_rq_load_avg()'s
+  // removed sums), then the rest decays.
+  const std::int64_t last = q.pelt_update_pub.load(std::memory_order_relaxed);
+  std::uint64_t periods = 0;
+  if (s.nr_running == 0 && now() > last) {
+    periods = static_cast<std::uint64_t>(now() - last) >> (pelt_time_shift + 10);
   }
+  const auto current = [&](const std::atomic<unsigned long>& pub, const std::atomic<unsigned long>& removed) {
+    const unsigned long v = pub.load(std::memory_order_relaxed);
+    const unsigned long r = removed.load(std::memory_order_relaxed);
+    return static_cast<unsigned long>(pelt_decay(v > r ? v - r : 0, periods));
+  };
+  s.load_avg = current(q.load_avg_pub, q.removed_load);
+  s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
+  // cpu_util(): the larger of util_avg and the queued fibers' estimates
+  // (an idle worker's estimate is 0: nothing is queued there).
+  s.util_avg = std::min(std::max(current(q.util_avg_pub, q.removed_util), q.util_est_pub.load(std::memory_order_relaxed)),
+                        s.capacity);
+  s.runnable_avg = current(q.runnable_avg_pub, q.removed_runnable);
+  s.curr_preferred_node = q.curr_preferred_node.load(std::memory_order_relaxed);
+  s.curr_load = q.curr_load.load(std::memory_order_relaxed);
 }
 
 fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept {
@@ -339,15 +364,18 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   // stays there, as a fork does where no domain has SD_BALANCE_FORK; idle
   // workers pull it. A fiber that prefers a node is still placed.
   if (stays_unbalanced(kind, se, origin)) return origin;
+  const int prev = kind == placement_kind::wake ? se.cpu.load(std::memory_order_relaxed) : -1;
   if (places_without_snapshot_) {
     if (scratch.size() != nr_cpus()) scratch.resize(nr_cpus());
+  } else if (kind == placement_kind::wake && wake_reads_only_llcs_ && se.preferred_node < 0) {
+    snapshot_llcs(scratch, now, origin, prev);
   } else {
     snapshot(scratch, now);
   }
   placement_request req;
   req.kind = kind;
   req.origin = origin;
-  req.prev = kind == placement_kind::wake ? se.cpu.load(std::memory_order_relaxed) : -1;
+  req.prev = prev;
   req.fiber = view_of(se, now, false);
   req.cpus = scratch;
   req.domains = &domains_;

@@ -497,6 +497,10 @@ class engine {
   // snapshot() fills `out` with a lock-free reading of every worker, PELT
   // signals decayed to `now`.
   void snapshot(std::vector<cpu_snapshot>& out, const now_source& now) const;
+  // snapshot_llcs() fills only the entries of the workers that share a
+  // last-level cache with a or b (each of them included; -1: none), for a
+  // wake-up placement that reads nothing else (policy::wake_reads_only_llcs).
+  void snapshot_llcs(std::vector<cpu_snapshot>& out, const now_source& now, int a, int b) const;
 
   // ---- events: what a backend calls -----------------------------------------
   //
@@ -1082,6 +1086,7 @@ class engine {
   void close_idle_period(runqueue& q, const now_source& now) noexcept;
   void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
+  void snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now) const;
   // Whether q holds a fiber another worker could take: queued, unpinned,
   // and not the only runnable one (an idle worker's single queued fiber is
   // about to run there). Lock-free; the seq_cst load of the count is the
@@ -1111,6 +1116,7 @@ class engine {
   bool lifo_;  // LIFO discipline (policy::lifo_queue()), never with fair_
   bool tracks_load_;
   bool places_without_snapshot_;  // the policy's, asked once
+  bool wake_reads_only_llcs_;     // the policy's, asked once
   bool pulls_when_idle_;  // the policy's, asked once
   bool smt_ignores_cache_hot_;  // the policy's, asked once
   bool shortens_busy_interval_;  // the policy's, asked once
