@@ -497,10 +497,6 @@ class engine {
   // snapshot() fills `out` with a lock-free reading of every worker, PELT
   // signals decayed to `now`.
   void snapshot(std::vector<cpu_snapshot>& out, const now_source& now) const;
-  // snapshot_llcs() fills only the entries of the workers that share a
-  // last-level cache with a or b (each of them included; -1: none), for a
-  // wake-up placement that reads nothing else (policy::wake_reads_only_llcs).
-  void snapshot_llcs(std::vector<cpu_snapshot>& out, const now_source& now, int a, int b) const;
 
   // ---- events: what a backend calls -----------------------------------------
   //
@@ -638,16 +634,6 @@ class engine {
       if (cpu != busy_cpu && takes(cpu)) return cpu;
     }
     return -1;
-  }
-
-  // stays_unbalanced(): a spawn from worker `origin` that stays there
-  // because fork balancing is off (engine_config::fork_balance), without
-  // asking the policy: neither pinned (it goes to its worker) nor with a
-  // node preference (the policy places it). Its pull kick stands in for
-  // the fork balance it skipped (wake_result::pull).
-  bool stays_unbalanced(placement_kind kind, const sched_entity& se, int origin) const noexcept {
-    return kind == placement_kind::spawn && !cfg_.fork_balance && origin >= 0 && se.pinned < 0 &&
-           se.preferred_node < 0;
   }
 
   // select_cpu() chooses the worker for a new (kind == spawn) or woken fiber:
@@ -1087,6 +1073,19 @@ class engine {
   void detach_entity(runqueue& src, sched_entity& se) noexcept;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
   void snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now) const;
+  // snapshot_llcs() fills only the entries of the workers that share a
+  // last-level cache with a or b (each of them included; -1: none), for a
+  // wake-up placement that reads nothing else (policy::wake_reads_only_llcs).
+  void snapshot_llcs(std::vector<cpu_snapshot>& out, const now_source& now, int a, int b) const;
+  // stays_unbalanced(): a spawn from worker `origin` that stays there
+  // because fork balancing is off (engine_config::fork_balance), without
+  // asking the policy: neither pinned (it goes to its worker) nor with a
+  // node preference (the policy places it). Its pull kick stands in for
+  // the fork balance it skipped (wake_result::pull).
+  bool stays_unbalanced(placement_kind kind, const sched_entity& se, int origin) const noexcept {
+    return kind == placement_kind::spawn && !cfg_.fork_balance && origin >= 0 && se.pinned < 0 &&
+           se.preferred_node < 0;
+  }
   // Whether q holds a fiber another worker could take: queued, unpinned,
   // and not the only runnable one (an idle worker's single queued fiber is
   // about to run there). Lock-free; the seq_cst load of the count is the
