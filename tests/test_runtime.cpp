@@ -195,6 +195,59 @@ TEST_CASE("preempt_point yields once the slice is used up", "[runtime]") {
   CHECK(turn_changes.load() >= 4);
 }
 
+TEST_CASE("cfs: a fiber woken from another worker preempts a CPU-bound one at its next preempt point",
+          "[runtime][cfs]") {
+  usched::runtime rt(usched::test::make_options("cfs", 2));
+  usched::channel<int> ch(0);
+  std::atomic<bool> spinning{false};
+  std::atomic<bool> woken_ran{false};
+  std::atomic<bool> sent{false};
+  bool spinner_saw_it = false;
+  long spins_after_send = 0;
+  rt.run([&] {
+    usched::spawn_options on0;
+    on0.pin = 0;
+    usched::spawn_options on1;
+    on1.pin = 1;
+    // The sleeper spawns the spinner onto its own worker and blocks: once
+    // the spinner runs, the sleeper is off the runqueue, waiting.
+    usched::join_handle<bool> spinner;
+    auto sleeper = usched::spawn(on0, [&] {
+      spinner = usched::spawn(on0, [&] {
+        spinning.store(true);
+        const auto give_up = std::chrono::steady_clock::now() + 10s;
+        while (!woken_ran.load() && std::chrono::steady_clock::now() < give_up) {
+          if (sent.load()) ++spins_after_send;
+          usched::this_fiber::preempt_point();
+        }
+        return woken_ran.load();
+      });
+      (void)ch.recv();
+      woken_ran.store(true);
+    });
+    // The waker, on the other worker, sends once the spinner has run long
+    // enough (10 ms: five wake-up granularities on two workers) to be
+    // preempted by the sleeper's wake-up.
+    auto waker = usched::spawn(on1, [&] {
+      while (!spinning.load()) usched::this_fiber::sleep_for(100us);
+      usched::this_fiber::sleep_for(10ms);
+      ch.send(1);
+      // The wake-up has asked the spinner to yield before send() returns.
+      sent.store(true);
+    });
+    waker.join();
+    sleeper.join();
+    spinner_saw_it = spinner.join();
+  });
+  // It ran while the spinner still spun, from the spinner's first preempt
+  // point after the wake-up (not from a later tick): the spinner's loop
+  // ended on its flag, and the sleeper's worker counted the wake-up that
+  // asked its running fiber to yield.
+  CHECK(spinner_saw_it);
+  CHECK(spins_after_send <= 1);
+  CHECK(rt.stats().workers[0].wakeup_preemptions >= 1);
+}
+
 TEST_CASE("condition_variable wait_for times out and notify wins over a late timeout", "[runtime][cv]") {
   usched::runtime rt(usched::test::make_options("steal", 2));
   usched::mutex m;

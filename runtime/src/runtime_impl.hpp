@@ -180,6 +180,7 @@ class worker {
   // the pool's lock.
   static constexpr std::size_t fiber_cache_max = 64;
   void switch_to(fiber* next, bool prev_exits);
+  void switch_current(prev_action action, const now_source& now);
   // The slice starts at the first preempt point after a switch, not at the
   // switch itself: reading the counter costs as much as the rest of a
   // switch, and only fibers that call preempt_point() have slices to

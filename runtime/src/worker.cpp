@@ -211,11 +211,15 @@ void worker::fiber_entry(bctx::transfer_t t) {
   w->exit_current(joiner);
 }
 
-void worker::yield_current(prev_action action) {
+// switch_current() is yield_current() with the event's clock given: a
+// preempt point has just read the counter, and a second read would cost it
+// as much again (a preemption that a wake-up asked for is on that
+// wake-up's latency).
+[[gnu::always_inline]] inline void worker::switch_current(prev_action action, const now_source& now) {
   fiber* self = current_;
   engine& e = rt_.eng();
   if (has_timers_) [[unlikely]] run_timers(now_ns());
-  const pick_result r = e.schedule(index_, self, action, switch_clock(e));
+  const pick_result r = e.schedule(index_, self, action, now);
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   if (next == self) {
@@ -226,6 +230,8 @@ void worker::yield_current(prev_action action) {
   // queued here: then the worker goes idle.
   switch_to(next ? next : &idle_, false);
 }
+
+void worker::yield_current(prev_action action) { switch_current(action, switch_clock(rt_.eng())); }
 
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns, fiber* joined) {
   if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
@@ -266,11 +272,20 @@ void worker::exit_current(fiber* joiner) {
 void worker::preempt_check() {
   const std::uint64_t now_c = cycles();
   if (slice_start_ == 0) slice_start_ = now_c;
-  if (now_c >= next_tick_cycles_) tick(engine_now_ns(now_c));
+  const bool ticked = now_c >= next_tick_cycles_;
+  if (ticked) tick(engine_now_ns(now_c));
   // The engine decides (a wake-up's request, or the slice used up while
   // others wait); the counter says how long the slice has run.
   const auto ran_ns = static_cast<std::int64_t>(static_cast<double>(now_c - slice_start_) * rt_.ns_per_cycle());
-  if (rt_.eng().should_preempt(index_, ran_ns)) yield_current(prev_action::requeue);
+  const engine& e = rt_.eng();
+  if (!e.should_preempt(index_, ran_ns)) return;
+  // The switch's clock is the reading above, unless the tick's work (a
+  // balance pass) came between: then the time it took is the fiber's too.
+  if (ticked || !e.keeps_time()) {
+    yield_current(prev_action::requeue);
+  } else {
+    switch_current(prev_action::requeue, now_source(engine_now_ns(now_c)));
+  }
 }
 
 // tick(): the worker's periodic work (the scheduler tick), all of it the
