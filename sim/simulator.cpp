@@ -29,6 +29,7 @@ usched::options options_from_env() {
 using detail::pick_result;
 using usched::placement_kind;
 using detail::prev_action;
+using detail::kick_result;
 using detail::wake_result;
 
 namespace {
@@ -314,7 +315,7 @@ void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_
   if (cfg_.trace) {
     *cfg_.trace << now_ << " " << (kind == placement_kind::spawn ? "spawn" : "wake") << " fiber " << f.id
                 << " from " << origin << " prev " << f.last_cpu << " -> " << r.cpu
-                << (r.cpu >= 0 && !engine_->rq(r.cpu).idle.load(std::memory_order_relaxed) ? " (busy)" : "")
+                << (r.cpu >= 0 && !engine_->cpu_idle(r.cpu) ? " (busy)" : "")
                 << (r.kick ? " kick" : "") << '\n';
   }
   if (r.cpu < 0) return;
@@ -324,33 +325,32 @@ void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_
   if (r.kick) kick_idle(r.cpu, r.pull);
 }
 
-// runtime_impl::kick_idle: a plain kick wakes a parked worker when none
-// spins; a pull kick tells a spinning one first (one already told counts),
-// else wakes a parked one, and the worker it reaches balances unrationed.
+// kick_idle(): carries out the engine's kick decision (engine::kick) over
+// the virtual workers, as runtime_impl::kick_idle does over real ones: a
+// spinning worker told to balance leaves its spin at once (notify), one
+// already told counts; a parked one is notified, marked for a pull kick.
 void simulator::kick_idle(int busy_cpu, bool pull) {
-  if (nr_spinning_ > 0 && !pull) return;
-  if (nr_spinning_ == 0 && nr_parked_ == 0) return;
-  const std::uint64_t bits = random_of(busy_cpu);
-  if (nr_spinning_ > 0) {
-    const int cpu = engine_->kick_target(busy_cpu, bits, [this](int c) {
-      const vcpu& v = cpus_[static_cast<std::size_t>(c)];
-      return v.st == vcpu::state::spinning || (v.st == vcpu::state::waking && v.kicked);
-    });
-    if (cpu >= 0) {
-      vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  struct idle_cpus {
+    simulator& sim;
+    int busy_cpu;
+    unsigned nr_spinning() const noexcept { return static_cast<unsigned>(sim.nr_spinning_); }
+    unsigned nr_parked() const noexcept { return static_cast<unsigned>(sim.nr_parked_); }
+    std::uint64_t random() const noexcept { return sim.random_of(busy_cpu); }
+    bool tell_spinning(int cpu) const {
+      vcpu& v = sim.cpus_[static_cast<std::size_t>(cpu)];
       if (v.st == vcpu::state::spinning) {
         v.kicked = true;
-        notify(cpu);
+        sim.notify(cpu);
+        return true;
       }
-      return;
+      return v.st == vcpu::state::waking && v.kicked;
     }
-  }
-  const int cpu = engine_->kick_target(busy_cpu, bits, [this](int c) {
-    return cpus_[static_cast<std::size_t>(c)].st == vcpu::state::parked;
-  });
-  if (cpu < 0) return;
-  if (pull) cpus_[static_cast<std::size_t>(cpu)].kicked = true;
-  notify(cpu);
+    bool parked(int cpu) const noexcept { return sim.cpus_[static_cast<std::size_t>(cpu)].st == vcpu::state::parked; }
+  };
+  const kick_result k = engine_->kick(busy_cpu, pull, idle_cpus{*this, busy_cpu});
+  if (k.cpu < 0) return;
+  if (k.pull) cpus_[static_cast<std::size_t>(k.cpu)].kicked = true;
+  notify(k.cpu);
 }
 
 // notify(): work was queued on `cpu`. A spinning worker sees it at its next
@@ -515,10 +515,10 @@ void simulator::schedule_check(int cpu) {
   const sim_fiber* f = v.curr;
   std::int64_t t = f->current.what == step::kind::run ? now_ + f->remaining_ns : f->current.ns;
   t = std::min(t, std::max(v.next_tick, now_ + 1));
-  const detail::runqueue& q = engine_->rq(cpu);
-  if (q.nr_queued.load(std::memory_order_relaxed) > 0 || q.need_resched.load(std::memory_order_relaxed)) {
-    t = std::min(t, std::max(v.slice_start + q.slice_ns, now_ + cfg_.cost.preempt_point_ns));
-    if (q.need_resched.load(std::memory_order_relaxed)) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
+  const bool resched = engine_->resched_asked(cpu);
+  if (engine_->has_queued(cpu) || resched) {
+    t = std::min(t, std::max(v.slice_start + engine_->slice_ns(cpu), now_ + cfg_.cost.preempt_point_ns));
+    if (resched) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
   }
   v.pending_check = t;
   push(t, ev::check, cpu, v.gen);
@@ -529,11 +529,10 @@ void simulator::schedule_check(int cpu) {
 void simulator::poke(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   if (v.st != vcpu::state::running || v.pending_check == never) return;
-  const detail::runqueue& q = engine_->rq(cpu);
   std::int64_t t = v.pending_check;
-  if (q.need_resched.load(std::memory_order_relaxed)) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
-  if (q.nr_queued.load(std::memory_order_relaxed) > 0) {
-    t = std::min(t, std::max(v.slice_start + q.slice_ns, now_ + cfg_.cost.preempt_point_ns));
+  if (engine_->resched_asked(cpu)) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
+  if (engine_->has_queued(cpu)) {
+    t = std::min(t, std::max(v.slice_start + engine_->slice_ns(cpu), now_ + cfg_.cost.preempt_point_ns));
   }
   if (t < v.pending_check) {
     v.pending_check = t;
@@ -549,7 +548,7 @@ void simulator::poke_requests() {
   if (n == seen_requests_) return;
   seen_requests_ = n;
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
-    if (cpus_[c].st == vcpu::state::running && engine_->rq(static_cast<int>(c)).need_resched.load(std::memory_order_relaxed)) {
+    if (cpus_[c].st == vcpu::state::running && engine_->resched_asked(static_cast<int>(c))) {
       poke(static_cast<int>(c));
     }
   }
@@ -672,7 +671,7 @@ void simulator::park(int cpu) {
   v.st = vcpu::state::parked;
   ++nr_parked_;
   ++v.gen;
-  if (engine_->rq(cpu).nr_queued.load(std::memory_order_relaxed) != 0 ||
+  if (engine_->has_queued(cpu) ||
       engine_->idle_poll(cpu, now_, random_of(cpu), v.scratch) > 0) {
     poke_requests();
     --nr_parked_;

@@ -10,9 +10,12 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "engine_test_access.hpp"
 #include "topology.hpp"
 
 namespace {
+
+using test_access = usched::detail::engine_test_access;
 
 using usched::detail::engine;
 using usched::detail::enqueue_kind;
@@ -38,7 +41,7 @@ int index_of(const std::deque<sched_entity>& all, const sched_entity* se) {
 // Worker 0's timeline, in vruntime order, as indices into `all`.
 std::vector<int> tree_of(engine& e, const std::deque<sched_entity>& all) {
   std::vector<int> out;
-  for (const sched_entity& se : e.rq(0).timeline) out.push_back(index_of(all, &se));
+  for (const sched_entity& se : test_access::rq(e, 0).timeline) out.push_back(index_of(all, &se));
   return out;
 }
 
@@ -52,7 +55,7 @@ void twin_fibers(std::deque<sched_entity>& a, std::deque<sched_entity>& b) {
 
 std::vector<int> queue_of(engine& e, int cpu, const std::deque<sched_entity>& all) {
   std::vector<int> out;
-  for (sched_entity* se = e.rq(cpu).head; se; se = se->rq_next) {
+  for (sched_entity* se = test_access::rq(e, cpu).head; se; se = se->rq_next) {
     for (std::size_t i = 0; i < all.size(); ++i) {
       if (&all[i] == se) out.push_back(static_cast<int>(i));
     }
@@ -66,8 +69,8 @@ std::vector<int> queue_of(engine& e, int cpu, const std::deque<sched_entity>& al
 // every fiber's vruntime, accounting and PELT sums.
 void require_same(engine& fast, const std::deque<sched_entity>& fa, engine& full,
                   const std::deque<sched_entity>& fb) {
-  const auto& qa = fast.rq(0);
-  const auto& qb = full.rq(0);
+  const auto& qa = test_access::rq(fast, 0);
+  const auto& qb = test_access::rq(full, 0);
   REQUIRE(index_of(fa, qa.curr) == index_of(fb, qb.curr));
   REQUIRE(tree_of(fast, fa) == tree_of(full, fb));
   REQUIRE(queue_of(fast, 0, fa) == queue_of(full, 0, fb));
@@ -119,13 +122,13 @@ TEST_CASE("engine: FIFO runqueues run in order and a yield rotates", "[engine]")
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
   std::deque<sched_entity> f(3);
   for (auto& se : f) e.enqueue(0, &se, enqueue_kind::spawn, 0);
-  CHECK(e.rq(0).nr_queued.load() == 3);
-  CHECK(e.rq(0).idle.load());
+  CHECK(test_access::rq(e, 0).nr_queued.load() == 3);
+  CHECK(test_access::rq(e, 0).idle.load());
   CHECK(queue_of(e, 0, f) == std::vector<int>{0, 1, 2});
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
   CHECK(c == &f[0]);
-  CHECK_FALSE(e.rq(0).idle.load());
-  CHECK(e.rq(0).curr == &f[0]);
+  CHECK_FALSE(test_access::rq(e, 0).idle.load());
+  CHECK(test_access::rq(e, 0).curr == &f[0]);
   // yield: the running one goes behind, the head comes out.
   c = e.pick_next(0, c, prev_action::requeue, 0);
   CHECK(c == &f[1]);
@@ -134,14 +137,14 @@ TEST_CASE("engine: FIFO runqueues run in order and a yield rotates", "[engine]")
   c = e.pick_next(0, c, prev_action::block, 0);
   CHECK(c == &f[2]);
   CHECK_FALSE(f[1].on_rq.load());
-  CHECK(e.rq(0).nr_running == 2);
+  CHECK(test_access::rq(e, 0).nr_running == 2);
   c = e.pick_next(0, c, prev_action::exit, 0);
   CHECK(c == &f[0]);
   // Alone: a yield keeps running it.
   CHECK(e.pick_next(0, c, prev_action::requeue, 0) == &f[0]);
   CHECK(e.pick_next(0, c, prev_action::exit, 0) == nullptr);
-  CHECK(e.rq(0).idle.load());
-  CHECK(e.rq(0).nr_running == 0);
+  CHECK(test_access::rq(e, 0).idle.load());
+  CHECK(test_access::rq(e, 0).nr_running == 0);
 }
 
 TEST_CASE("engine: a wake-up that beats the block keeps the fiber runnable", "[engine]") {
@@ -152,7 +155,7 @@ TEST_CASE("engine: a wake-up that beats the block keeps the fiber runnable", "[e
   REQUIRE(c == &a);
   // a published itself as waiting; a waker claims it before a reaches
   // pick_next(block).
-  CHECK(e.wake_running(&a));
+  CHECK(test_access::wake_running(e, &a));
   CHECK(a.wake_pending);
   c = e.pick_next(0, &a, prev_action::block, 0);
   CHECK(c == &a);  // the block became a requeue; nothing else to run
@@ -162,7 +165,7 @@ TEST_CASE("engine: a wake-up that beats the block keeps the fiber runnable", "[e
   e.enqueue(0, &b, enqueue_kind::spawn, 0);
   c = e.pick_next(0, &a, prev_action::block, 0);
   CHECK(c == &b);
-  CHECK_FALSE(e.wake_running(&a));
+  CHECK_FALSE(test_access::wake_running(e, &a));
 }
 
 TEST_CASE("engine: FIFO and LIFO block and exit keep the counts, and a woken block requeues behind",
@@ -173,7 +176,7 @@ TEST_CASE("engine: FIFO and LIFO block and exit keep the counts, and a woken blo
   std::deque<sched_entity> f(3);
   f[2].pinned = 0;
   for (auto& se : f) e.enqueue(0, &se, enqueue_kind::spawn, 0);
-  const auto& q = e.rq(0);
+  const auto& q = test_access::rq(e, 0);
   CHECK(q.nr_running == 3);
   CHECK(q.nr_pinned.load() == 1);
   // LIFO runs the newest first.
@@ -182,7 +185,7 @@ TEST_CASE("engine: FIFO and LIFO block and exit keep the counts, and a woken blo
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
   REQUIRE(c == first);
   // A wake-up beats the block: it becomes a requeue behind the others.
-  CHECK(e.wake_running(c));
+  CHECK(test_access::wake_running(e, c));
   sched_entity* next = e.pick_next(0, c, prev_action::block, 0);
   CHECK(next == &f[1]);
   CHECK(c->on_rq.load());
@@ -216,30 +219,30 @@ TEST_CASE("engine: detach skips pinned fibers, honours the amount and the cap", 
     if (i % 4 == 0) f[i].pinned = 0;  // 10 pinned to the source
     e.enqueue(0, &f[i], enqueue_kind::spawn, 0);
   }
-  CHECK(e.rq(0).nr_pinned.load() == 10);
+  CHECK(test_access::rq(e, 0).nr_pinned.load() == 10);
   sched_entity* out[engine::max_migrate_per_pass];
   usched::balance_decision d;
   d.busiest = 0;
   d.type = usched::migration_type::migrate_task;
   d.imbalance = 3;
   const auto idle = usched::cpu_idle_type::newly_idle;
-  REQUIRE(e.detach_fibers(1, d, idle, nullptr, 0, 0, out, engine::max_migrate_per_pass) == 3);
+  REQUIRE(test_access::detach_fibers(e, 1, d, idle, nullptr, 0, 0, out, engine::max_migrate_per_pass) == 3);
   // The oldest movable ones, in order.
   CHECK(out[0] == &f[1]);
   CHECK(out[1] == &f[2]);
   CHECK(out[2] == &f[3]);
-  e.attach_fibers(1, out, 3, 0);
+  test_access::attach_fibers(e, 1, out, 3, 0);
   CHECK(queue_of(e, 1, f) == std::vector<int>{1, 2, 3});
   CHECK(f[1].cpu == 1);
   // A huge imbalance still moves at most max_migrate_per_pass, never a pinned one.
   d.imbalance = 1000;
-  const unsigned n = e.detach_fibers(1, d, idle, nullptr, 0, 0, out, engine::max_migrate_per_pass);
+  const unsigned n = test_access::detach_fibers(e, 1, d, idle, nullptr, 0, 0, out, engine::max_migrate_per_pass);
   CHECK(n == 27);  // 40 - 10 pinned - 3 already moved
   for (unsigned i = 0; i < n; ++i) CHECK(out[i]->pinned < 0);
-  CHECK(e.rq(0).nr_queued.load() == 10);
-  CHECK(e.rq(0).nr_pinned.load() == 10);
-  e.attach_fibers(1, out, n, 0);
-  CHECK(e.rq(1).nr_running == 30);
+  CHECK(test_access::rq(e, 0).nr_queued.load() == 10);
+  CHECK(test_access::rq(e, 0).nr_pinned.load() == 10);
+  test_access::attach_fibers(e, 1, out, n, 0);
+  CHECK(test_access::rq(e, 1).nr_running == 30);
 }
 
 TEST_CASE("engine: newly-idle balance prefers the nearest domain", "[engine]") {
@@ -260,11 +263,11 @@ TEST_CASE("engine: newly-idle balance prefers the nearest domain", "[engine]") {
   std::vector<unsigned> pulled;
   std::vector<int> from;
   for (std::uint64_t r = 0;; ++r) {
-    const unsigned near_before = e.rq(1).nr_queued.load();
-    const unsigned n = e.newidle_balance(0, 0, r, scratch);
+    const unsigned near_before = test_access::rq(e, 1).nr_queued.load();
+    const unsigned n = test_access::newidle_balance(e, 0, 0, r, scratch);
     if (n == 0) break;
     pulled.push_back(n);
-    from.push_back(e.rq(1).nr_queued.load() < near_before ? 1 : 3);
+    from.push_back(test_access::rq(e, 1).nr_queued.load() < near_before ? 1 : 3);
     drain(e, 0);
   }
   CHECK(pulled == std::vector<unsigned>{2, 1, 1, 4, 2, 1, 1});
@@ -322,13 +325,13 @@ int run_stacking(engine& e, std::deque<sched_entity>& f, int limit, bool busiest
   // (CPU_IDLE) balance every tick as the intervals allow.
   int tick = 0;
   sched_entity* curr0 = &f[0];
-  bool spread = e.newidle_balance(1, now, 3, scratch) > 0;
+  bool spread = test_access::newidle_balance(e, 1, now, 3, scratch) > 0;
   while (!spread && tick < limit) {
     now += ms;
     ++tick;
     e.tick(0, now, 4, scratch);
     e.tick(2, now, 6, scratch);
-    if (busiest_yields && e.rq(0).need_resched.load()) {
+    if (busiest_yields && test_access::rq(e, 0).need_resched.load()) {
       int pushed = -1;
       curr0 = e.pick_next(0, curr0, prev_action::requeue, now, &pushed);
       if (pushed == 1) spread = true;
@@ -350,8 +353,8 @@ TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them st
     // The newly-idle pass itself moves the waiting fiber (migrate_task).
     CHECK(ticks == 0);
     CHECK(e.counters(1, 0).moved[task] == 1);
-    CHECK(e.rq(1).nr_running == 1);
-    CHECK(e.rq(0).nr_running == 1);
+    CHECK(test_access::rq(e, 1).nr_running == 1);
+    CHECK(test_access::rq(e, 0).nr_running == 1);
   }
   {
     engine e = make_engine("pack:1 l3:1 core:3 pu:1", 3, "cfs-v5.9");
@@ -385,7 +388,7 @@ TEST_CASE("engine: cfs spreads fibers stacked in an LLC, cfs-v5.9 leaves them st
     CHECK(ticks >= 9);
     CHECK(ticks <= 15);
     CHECK(e.counters(0).active_pushes == 1);
-    CHECK(e.rq(1).nr_running == 1);
+    CHECK(test_access::rq(e, 1).nr_running == 1);
   }
 }
 
@@ -409,7 +412,7 @@ TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[en
   CHECK(f[2].vruntime == 8 * ms);
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, now);
   CHECK(c == &f[2]);
-  CHECK(e.rq(0).slice_ns == 8 * ms);
+  CHECK(test_access::rq(e, 0).slice_ns == 8 * ms);
   // The tick ends the slice once the fiber has run longer than it: not at
   // 7 ms (nor by its lead over f[1], 15 - 12 ms, less than the slice) ...
   e.tick(0, now + 7 * ms, 1, scratch);
@@ -425,7 +428,7 @@ TEST_CASE("engine: the fair discipline orders by vruntime with CFS slices", "[en
   // Ten fibers: the period stretches to 10 x 3 ms, each slice is 3 ms.
   for (int i = 3; i < 10; ++i) e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::spawn, now);
   c = e.pick_next(0, c, prev_action::requeue, now);
-  CHECK(e.rq(0).slice_ns == 3 * ms);
+  CHECK(test_access::rq(e, 0).slice_ns == 3 * ms);
   // vruntime advances by runtime x 1024 / weight.
   const std::uint64_t before = c->vruntime;
   now += 2 * ms;
@@ -457,9 +460,9 @@ TEST_CASE("engine: CFS slices of equal and mixed weights follow the kernel formu
       }
       e.pick_next(0, nullptr, prev_action::requeue, 0);
       const std::int64_t period = n > nr_latency ? n * gran : latency;
-      CHECK(e.rq(0).slice_ns == static_cast<std::int64_t>(static_cast<unsigned long>(period) * weight /
+      CHECK(test_access::rq(e, 0).slice_ns == static_cast<std::int64_t>(static_cast<unsigned long>(period) * weight /
                                                            (static_cast<unsigned long>(n) * weight)));
-      CHECK(e.rq(0).slice_ns == (n > nr_latency ? gran : latency / n));
+      CHECK(test_access::rq(e, 0).slice_ns == (n > nr_latency ? gran : latency / n));
     }
   }
   // Mixed: 1024, 335 and 3121 on one worker; the leftmost (the last
@@ -473,7 +476,7 @@ TEST_CASE("engine: CFS slices of equal and mixed weights follow the kernel formu
   }
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
   REQUIRE(c != nullptr);
-  CHECK(e.rq(0).slice_ns == static_cast<std::int64_t>(static_cast<unsigned long>(e.config().sched_latency_ns) *
+  CHECK(test_access::rq(e, 0).slice_ns == static_cast<std::int64_t>(static_cast<unsigned long>(e.config().sched_latency_ns) *
                                                        c->weight / (1024ul + 335ul + 3121ul)));
 }
 
@@ -499,13 +502,13 @@ TEST_CASE("engine: between SMT siblings a cache-hot fiber moves under cfs (v5.10
     REQUIRE(c == &a);
     c = e.pick_next(0, c, prev_action::requeue, 9000 * us);
     REQUIRE(c == &b);  // a ran until 9 ms and is queued
-    const unsigned pulled = e.newidle_balance(1, 9200 * us, 1, scratch);
+    const unsigned pulled = test_access::newidle_balance(e, 1, 9200 * us, 1, scratch);
     if (std::string(policy) == "cfs") {
       CHECK(pulled == 1);
-      CHECK(e.rq(1).nr_running == 1);
+      CHECK(test_access::rq(e, 1).nr_running == 1);
     } else {
       CHECK(pulled == 0);  // hot, and no failures yet at this level
-      CHECK(e.rq(0).nr_running == 2);
+      CHECK(test_access::rq(e, 0).nr_running == 2);
     }
   }
 }
@@ -517,13 +520,13 @@ TEST_CASE("engine: the periodic interval is busy_factor times longer on a busy w
   engine v59 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs-v5.9");
   usched::detail::sd_balance_state st;
   st.balance_interval_ns = 2 * ms;  // the LLC's min_interval: its 2 workers
-  CHECK(v510.balance_interval(st, false) == 2 * ms);
-  CHECK(v510.balance_interval(st, true) == 2 * 16 * ms - ms);
-  CHECK(v59.balance_interval(st, true) == 2 * 32 * ms);
+  CHECK(test_access::balance_interval(v510, st, false) == 2 * ms);
+  CHECK(test_access::balance_interval(v510, st, true) == 2 * 16 * ms - ms);
+  CHECK(test_access::balance_interval(v59, st, true) == 2 * 32 * ms);
   // max_load_balance_interval: 100 ms per CPU.
   st.balance_interval_ns = 1000 * ms;
-  CHECK(v510.balance_interval(st, false) == 200 * ms);
-  CHECK(v59.balance_interval(st, true) == 200 * ms);
+  CHECK(test_access::balance_interval(v510, st, false) == 200 * ms);
+  CHECK(test_access::balance_interval(v59, st, true) == 200 * ms);
 }
 
 TEST_CASE("engine: a level this worker may not balance counts as balanced and ends the tick's climb",
@@ -542,7 +545,7 @@ TEST_CASE("engine: a level this worker may not balance counts as balanced and en
     REQUIRE(e.pick_next(c, nullptr, prev_action::requeue, 0) == &f[static_cast<std::size_t>(c)]);
   }
   REQUIRE(e.domains().per_cpu[1].size() == 2);
-  auto& st = e.balance_state(1, 1);
+  auto& st = test_access::balance_state(e, 1, 1);
   const std::int64_t min_iv = st.balance_interval_ns;
   st.nr_balance_failed = 2;
   const std::uint64_t attempts = e.counters(1, 1).attempts;
@@ -572,8 +575,8 @@ TEST_CASE("engine: the CFS family rations the newly-idle balance by the average 
   e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
   REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
   e.enqueue(0, &f[1], enqueue_kind::spawn, 0);
-  REQUIRE(e.overloaded());
-  auto& q1 = e.rq(1);
+  REQUIRE(test_access::overloaded(e));
+  auto& q1 = test_access::rq(e, 1);
   CHECK(q1.avg_idle.load() == 1000 * us);  // 2 x migration cost at start
   CHECK(q1.max_idle_balance_cost.load() == 500 * us);
   SECTION("short idle periods: no pass, and idle_poll never retries") {
@@ -630,28 +633,28 @@ TEST_CASE("engine: a newly-idle balance climbs only while its cost fits the idle
   REQUIRE(e.pick_next(2, nullptr, prev_action::requeue, 0) == &f[0]);
   e.enqueue(2, &f[1], enqueue_kind::spawn, 0);
   REQUIRE(e.domains().per_cpu[0].size() == 2);
-  e.rq(0).avg_idle = 700 * us;
+  test_access::rq(e, 0).avg_idle = 700 * us;
   // First pass: nothing recorded yet, both levels run (the package pulls).
-  CHECK(e.idle_balance(0, 1'000 * us, 1, scratch) == 1);
-  CHECK(e.balance_state(0, 0).max_newidle_lb_cost == 200 * us);
-  CHECK(e.balance_state(0, 1).max_newidle_lb_cost == 400 * us);
-  CHECK(e.rq(0).max_idle_balance_cost.load() == 600 * us);
+  CHECK(test_access::idle_balance(e, 0, 1'000 * us, 1, scratch) == 1);
+  CHECK(test_access::balance_state(e, 0, 0).max_newidle_lb_cost == 200 * us);
+  CHECK(test_access::balance_state(e, 0, 1).max_newidle_lb_cost == 400 * us);
+  CHECK(test_access::rq(e, 0).max_idle_balance_cost.load() == 600 * us);
   // Back to idle with f[1] queued on worker 2 again, and an average of
   // 500 us: the SMT pass runs (500 >= 0 + 200) and finds nothing; the
   // package pass would make 200 + 400 > 500, so the climb stops.
   REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 1'000 * us) != nullptr);
-  sched_entity* mine = e.rq(0).curr;
+  sched_entity* mine = test_access::rq(e, 0).curr;
   CHECK(e.pick_next(0, mine, prev_action::block, 1'100 * us) == nullptr);
   e.enqueue(2, mine, enqueue_kind::wakeup, 1'100 * us);
-  e.rq(0).avg_idle = 500 * us;
-  CHECK(e.idle_balance(0, 1'200 * us, 1, scratch) == 0);
+  test_access::rq(e, 0).avg_idle = 500 * us;
+  CHECK(test_access::idle_balance(e, 0, 1'200 * us, 1, scratch) == 0);
   CHECK(e.counters(0, 1).attempts == 1);  // the package level did not run again
   CHECK(e.counters(0, 0).attempts == 2);
   // The tick decays each level's cost by 253/256 once a second.
   e.tick(0, 2'000'000 * us, 1, scratch);
-  CHECK(e.balance_state(0, 0).max_newidle_lb_cost == 200 * us * 253 / 256);
-  CHECK(e.balance_state(0, 1).max_newidle_lb_cost == 400 * us * 253 / 256);
-  CHECK(e.rq(0).max_idle_balance_cost.load() == (200 * us * 253 / 256) + (400 * us * 253 / 256));
+  CHECK(test_access::balance_state(e, 0, 0).max_newidle_lb_cost == 200 * us * 253 / 256);
+  CHECK(test_access::balance_state(e, 0, 1).max_newidle_lb_cost == 400 * us * 253 / 256);
+  CHECK(test_access::rq(e, 0).max_idle_balance_cost.load() == (200 * us * 253 / 256) + (400 * us * 253 / 256));
 }
 
 TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing off asks for a pull kick",
@@ -729,7 +732,7 @@ TEST_CASE("engine: work stealing does not ration: idle_poll pulls again while sp
   e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
   REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
   e.enqueue(0, &f[1], enqueue_kind::spawn, 0);
-  e.rq(1).avg_idle = 0;
+  test_access::rq(e, 1).avg_idle = 0;
   CHECK(e.idle_poll(1, 1'000, 1, scratch) == 1);
   CHECK(e.counters(1).newidle_skipped == 0);
 }
@@ -752,11 +755,11 @@ TEST_CASE("engine: a snapshot takes a migrated fiber's blocked load off the work
     e.tick(0, now, 1, scratch);
   }
   CHECK(e.pick_next(0, &a, prev_action::block, now) == nullptr);
-  e.snapshot(scratch, now);
+  test_access::snapshot(e, scratch, now);
   const unsigned long before = scratch[0].util_avg;
   CHECK(before > 900);
   e.enqueue(1, &a, enqueue_kind::wakeup, now);
-  e.snapshot(scratch, now);
+  test_access::snapshot(e, scratch, now);
   CHECK(scratch[0].util_avg < 5);
   CHECK(scratch[0].load_avg < 5);
   CHECK(scratch[1].util_avg > 900);  // a's estimate, queued there
@@ -772,20 +775,20 @@ TEST_CASE("engine: the LLC's has_idle_cores hint is cleared by a fruitless core 
   REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
   e.enqueue(2, &b, enqueue_kind::spawn, 0);
   REQUIRE(e.pick_next(2, nullptr, prev_action::requeue, 0) == &b);
-  e.snapshot(scratch, 0);
+  test_access::snapshot(e, scratch, 0);
   CHECK(scratch[0].llc_has_idle_cores);
   // w last ran on 0 and is woken from 0: target and prev busy, no whole
   // idle core: the idle PU 1, and the hint goes.
   w.cpu = 0;
   CHECK(e.select_cpu(placement_kind::wake, w, 0, 1, scratch, 1'000) == 1);
-  e.snapshot(scratch, 1'000);
+  test_access::snapshot(e, scratch, 1'000);
   CHECK_FALSE(scratch[0].llc_has_idle_cores);
   CHECK_FALSE(scratch[3].llc_has_idle_cores);
   // The waker's running fiber now remembers its worker.
   CHECK(a.recent_used_cpu == 0);
   // b blocks: worker 2 goes idle beside an idle 3, so the core is idle.
   CHECK(e.pick_next(2, &b, prev_action::block, 2'000) == nullptr);
-  e.snapshot(scratch, 2'000);
+  test_access::snapshot(e, scratch, 2'000);
   CHECK(scratch[0].llc_has_idle_cores);
   // A spawn's recent_used_cpu is its spawner's worker.
   sched_entity child;
@@ -807,19 +810,19 @@ TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a 
   sched_entity hog, waker;
   e.enqueue(0, &hog, enqueue_kind::spawn, 0);
   REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &hog);
-  CHECK(e.rq(0).slice_ns == 24 * ms);
+  CHECK(test_access::rq(e, 0).slice_ns == 24 * ms);
   e.enqueue(1, &waker, enqueue_kind::spawn, 0);
   REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 0) == &waker);
   CHECK(e.pick_next(1, &waker, prev_action::block, ms) == nullptr);
   e.tick(0, 2 * ms, 1, scratch);
   e.enqueue(0, &waker, enqueue_kind::wakeup, 2 * ms);
-  REQUIRE_FALSE(e.rq(0).need_resched.load());
+  REQUIRE_FALSE(test_access::rq(e, 0).need_resched.load());
   for (int t = 3; t <= 12; ++t) {
     INFO("tick at " << t << " ms");
     e.tick(0, t * ms, 1, scratch);
     CHECK_FALSE(e.should_preempt(0, t * ms));
   }
-  CHECK(e.rq(0).slice_ns == 12 * ms);
+  CHECK(test_access::rq(e, 0).slice_ns == 12 * ms);
   e.tick(0, 13 * ms, 1, scratch);
   CHECK(e.should_preempt(0, 0));
   CHECK(e.counters(0).tick_preemptions == 1);
@@ -861,7 +864,7 @@ TEST_CASE("engine: the tick ends a slice early when the running fiber leads the 
   c = e.pick_next(0, c, prev_action::requeue, now);  // a new slice
   REQUIRE(c == &runner);
   e.enqueue(0, &sleeper, enqueue_kind::wakeup, now);
-  REQUIRE_FALSE(e.rq(0).need_resched.load());
+  REQUIRE_FALSE(test_access::rq(e, 0).need_resched.load());
   // The slice of two equal fibers is 12 ms and the lead is 12 ms plus what
   // the runner runs: past min_granularity (3 ms) the lead exceeds the
   // slice, long before the runner has used 12 ms.
@@ -906,20 +909,20 @@ TEST_CASE("engine: weights scale vruntime, sleepers get bounded credit, wake-ups
     c = e.pick_next(0, c, prev_action::requeue, now);
   }
   REQUIRE(c != nullptr);
-  const std::uint64_t min_v = e.rq(0).min_vruntime;
+  const std::uint64_t min_v = test_access::rq(e, 0).min_vruntime;
   CHECK(static_cast<std::int64_t>(min_v - sleeper.vruntime) > 50 * ms);
   // Woken: placed half a latency period (3 ms on one CPU) behind
   // min_vruntime, not at its old vruntime, and far enough ahead of the
   // running fiber (by more than the 1 ms wake-up granularity) to ask it to
   // yield.
   e.enqueue(0, &sleeper, enqueue_kind::wakeup, now);
-  CHECK(sleeper.vruntime == e.rq(0).min_vruntime - 3 * ms);
-  CHECK(e.rq(0).need_resched.load());
+  CHECK(sleeper.vruntime == test_access::rq(e, 0).min_vruntime - 3 * ms);
+  CHECK(test_access::rq(e, 0).need_resched.load());
   CHECK(e.should_preempt(0, 0));
   CHECK(e.counters(0).wakeup_preemptions == 1);
   c = e.pick_next(0, c, prev_action::requeue, now);
   CHECK(c == &sleeper);
-  CHECK_FALSE(e.rq(0).need_resched.load());
+  CHECK_FALSE(test_access::rq(e, 0).need_resched.load());
 }
 
 TEST_CASE("engine: a wake-up within the granularity does not preempt", "[engine][cfs]") {
@@ -939,7 +942,7 @@ TEST_CASE("engine: a wake-up within the granularity does not preempt", "[engine]
   // 1 ms wake-up granularity, so a keeps running.
   b.vruntime = a.vruntime + 500'000 - 900'000;
   e.enqueue(0, &b, enqueue_kind::wakeup, now);
-  CHECK_FALSE(e.rq(0).need_resched.load());
+  CHECK_FALSE(test_access::rq(e, 0).need_resched.load());
   CHECK(e.counters(0).wakeup_preemptions == 0);
   // 1.1 ms behind: it preempts.
   c = e.pick_next(0, c, prev_action::requeue, now);
@@ -948,7 +951,7 @@ TEST_CASE("engine: a wake-up within the granularity does not preempt", "[engine]
   REQUIRE(c == &a);
   b.vruntime = a.vruntime - 1'100'000;
   e.enqueue(0, &b, enqueue_kind::wakeup, now);
-  CHECK(e.rq(0).need_resched.load());
+  CHECK(test_access::rq(e, 0).need_resched.load());
   CHECK(e.counters(0).wakeup_preemptions == 1);
 }
 
@@ -969,14 +972,14 @@ TEST_CASE("engine: an active balance moves the fiber that ran least recently, at
   REQUIRE(c == &a);  // b ran until 6 ms; a never ran before now
   c = e.pick_next(0, c, prev_action::requeue, 12 * ms);
   REQUIRE(c == &b);  // a ran from 6 to 12 ms: b was picked last
-  e.rq(0).active_balance_dst = 1;
+  test_access::rq(e, 0).active_balance_dst = 1;
   int pushed = -1;
   // The preemption requeues b; a, picked at 6 ms, ran least recently and
   // moves; b runs on.
   CHECK(e.pick_next(0, &b, prev_action::requeue, 13 * ms, &pushed) == &b);
   CHECK(pushed == 1);
-  CHECK(e.rq(0).active_balance_dst.load() == -1);
-  CHECK(e.rq(1).nr_running == 1);
+  CHECK(test_access::rq(e, 0).active_balance_dst.load() == -1);
+  CHECK(test_access::rq(e, 1).nr_running == 1);
   CHECK(e.counters(0).active_pushes == 1);
   CHECK(e.pick_next(1, nullptr, prev_action::requeue, 13 * ms) == &a);
 }
@@ -992,13 +995,13 @@ TEST_CASE("engine: an active balance moves a worker's only fiber, and ends with 
     sched_entity a;
     e.enqueue(0, &a, enqueue_kind::spawn, 0);
     REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
-    e.rq(0).active_balance_dst = 1;
+    test_access::rq(e, 0).active_balance_dst = 1;
     int pushed = -1;
     // The caller must go idle, not switch to a null fiber.
     CHECK(e.pick_next(0, &a, prev_action::requeue, ms, &pushed) == nullptr);
     CHECK(pushed == 1);
-    CHECK(e.rq(0).idle.load());
-    CHECK(e.rq(1).nr_running == 1);
+    CHECK(test_access::rq(e, 0).idle.load());
+    CHECK(test_access::rq(e, 1).nr_running == 1);
     CHECK(e.counters(0).active_pushes == 1);
     CHECK(e.pick_next(1, nullptr, prev_action::requeue, ms) == &a);
   }
@@ -1007,12 +1010,12 @@ TEST_CASE("engine: an active balance moves a worker's only fiber, and ends with 
     sched_entity a;
     e.enqueue(0, &a, enqueue_kind::spawn, 0);
     REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
-    e.rq(0).active_balance_dst = 1;
+    test_access::rq(e, 0).active_balance_dst = 1;
     int pushed = -1;
     CHECK(e.pick_next(0, &a, prev_action::block, ms, &pushed) == nullptr);
     CHECK(pushed == -1);
     CHECK(e.counters(0).active_abandoned == 1);
-    CHECK(e.rq(0).active_balance_dst.load() == -1);
+    CHECK(test_access::rq(e, 0).active_balance_dst.load() == -1);
     // a wakes here again; its next preemption keeps it: nothing is left of
     // the request.
     e.enqueue(0, &a, enqueue_kind::wakeup, 2 * ms);
@@ -1027,7 +1030,7 @@ TEST_CASE("engine: an active balance moves a worker's only fiber, and ends with 
     e.enqueue(0, &a, enqueue_kind::spawn, 0);
     e.enqueue(0, &b, enqueue_kind::spawn, 0);
     REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &b);
-    e.rq(0).active_balance_dst = 1;
+    test_access::rq(e, 0).active_balance_dst = 1;
     int pushed = -1;
     CHECK(e.pick_next(0, &b, prev_action::block, ms, &pushed) == nullptr);
     CHECK(pushed == 1);
@@ -1045,11 +1048,11 @@ TEST_CASE("engine: a local spawn runs next, one slot deep, and is stolen last", 
   // The running fiber spawns f[2]: it goes to the head, ahead of f[1].
   e.enqueue(0, &f[2], enqueue_kind::spawn_local, 0);
   CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1});
-  CHECK(e.rq(0).runnext == &f[2]);
+  CHECK(test_access::rq(e, 0).runnext == &f[2]);
   // A second local spawn takes the slot; the first goes to the tail.
   e.enqueue(0, &f[3], enqueue_kind::spawn_local, 0);
   CHECK(queue_of(e, 0, f) == std::vector<int>{3, 1, 2});
-  CHECK(e.rq(0).runnext == &f[3]);
+  CHECK(test_access::rq(e, 0).runnext == &f[3]);
   // A thief (worker 1, idle) takes from the head but leaves the runnext
   // while other fibers are queued.
   usched::balance_decision d;
@@ -1057,13 +1060,13 @@ TEST_CASE("engine: a local spawn runs next, one slot deep, and is stolen last", 
   d.type = usched::migration_type::migrate_task;
   d.imbalance = 1;
   sched_entity* out[4] = {};
-  REQUIRE(e.detach_fibers(1, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 0, out, 4) == 1);
+  REQUIRE(test_access::detach_fibers(e, 1, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 0, out, 4) == 1);
   CHECK(out[0] == &f[1]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{3, 2});
   // The runnext leaves its slot when it is picked; what follows is FIFO.
   c = e.pick_next(0, c, prev_action::block, 0);
   CHECK(c == &f[3]);
-  CHECK(e.rq(0).runnext == nullptr);
+  CHECK(test_access::rq(e, 0).runnext == nullptr);
   c = e.pick_next(0, c, prev_action::exit, 0);
   CHECK(c == &f[2]);
   // A spawn that is not local (another worker's fiber, a thread) queues
@@ -1078,25 +1081,25 @@ TEST_CASE("engine: the FIFO yield path rotates the queue and keeps its counts", 
   std::deque<sched_entity> f(3);
   f[1].pinned = 0;
   for (auto& se : f) e.enqueue(0, &se, enqueue_kind::spawn, 0);
-  CHECK(e.rq(0).nr_pinned.load() == 1);
+  CHECK(test_access::rq(e, 0).nr_pinned.load() == 1);
   sched_entity* c = e.pick_next(0, nullptr, prev_action::requeue, 0);
   REQUIRE(c == &f[0]);
-  c = e.yield_fifo(0, c, 0, nullptr);
+  c = test_access::yield_fifo(e, 0, c, 0, nullptr);
   CHECK(c == &f[1]);
-  CHECK(e.rq(0).curr == &f[1]);
+  CHECK(test_access::rq(e, 0).curr == &f[1]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{2, 0});
-  CHECK(e.rq(0).nr_queued.load() == 2);
-  CHECK(e.rq(0).nr_pinned.load() == 0);  // the pinned one is running
-  c = e.yield_fifo(0, c, 0, nullptr);
+  CHECK(test_access::rq(e, 0).nr_queued.load() == 2);
+  CHECK(test_access::rq(e, 0).nr_pinned.load() == 0);  // the pinned one is running
+  c = test_access::yield_fifo(e, 0, c, 0, nullptr);
   CHECK(c == &f[2]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{0, 1});
-  CHECK(e.rq(0).nr_pinned.load() == 1);
+  CHECK(test_access::rq(e, 0).nr_pinned.load() == 1);
   // Alone on the worker, a yield keeps running.
   c = e.pick_next(0, c, prev_action::exit, 0);
   c = e.pick_next(0, c, prev_action::exit, 0);
   REQUIRE(c == &f[1]);
-  CHECK(e.yield_fifo(0, c, 0, nullptr) == &f[1]);
-  CHECK(e.rq(0).nr_queued.load() == 0);
+  CHECK(test_access::yield_fifo(e, 0, c, 0, nullptr) == &f[1]);
+  CHECK(test_access::rq(e, 0).nr_queued.load() == 0);
 }
 
 TEST_CASE("engine: under CFS a yield steps aside unless the next fiber is a granularity ahead",
@@ -1364,7 +1367,7 @@ TEST_CASE("engine: the timeline stays in vruntime order through its insert short
   for (int step = 0; step < 50000; ++step) {
     now += static_cast<std::int64_t>(rand(16) == 0 ? rand(2'000'000) : rand(20'000));
     const std::uint64_t what = rand(10);
-    const auto& t = e.rq(0).timeline;
+    const auto& t = test_access::rq(e, 0).timeline;
     const auto last_is = [&t](const sched_entity& se) { return t.rightmost() == &se; };
     if (what < 3 && !fresh.empty()) {
       // A burst of spawns, as fork-join code makes.
@@ -1397,7 +1400,7 @@ TEST_CASE("engine: the timeline stays in vruntime order through its insert short
     } else {
       c = e.pick_next(0, nullptr, prev_action::requeue, now);
     }
-    const auto& q = e.rq(0);
+    const auto& q = test_access::rq(e, 0);
     std::size_t size = 0;
     const sched_entity* prev = nullptr;
     for (const sched_entity& se : q.timeline) {
@@ -1424,9 +1427,9 @@ TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from 
   // A fiber the running one wakes or spawns runs before the older ones.
   e.enqueue(0, &f[4], enqueue_kind::spawn_local, 0);
   CHECK(queue_of(e, 0, f) == std::vector<int>{4, 2, 1, 0});
-  CHECK(e.rq(0).runnext == nullptr);  // no slot: the whole queue is LIFO
+  CHECK(test_access::rq(e, 0).runnext == nullptr);  // no slot: the whole queue is LIFO
   // A yield goes to the back; the newest runs.
-  c = e.yield_fifo(0, c, 0, nullptr);
+  c = test_access::yield_fifo(e, 0, c, 0, nullptr);
   CHECK(c == &f[4]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1, 0, 3});
   // A thief takes the oldest first: f[3] (requeued last, but queued at the
@@ -1436,7 +1439,7 @@ TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from 
   d.type = usched::migration_type::migrate_task;
   d.imbalance = 2;
   sched_entity* out[4] = {};
-  REQUIRE(e.detach_fibers(1, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 0, out, 4) == 2);
+  REQUIRE(test_access::detach_fibers(e, 1, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 0, out, 4) == 2);
   CHECK(out[0] == &f[3]);
   CHECK(out[1] == &f[0]);
   CHECK(queue_of(e, 0, f) == std::vector<int>{2, 1});
@@ -1473,18 +1476,18 @@ TEST_CASE("engine: two fibers taking turns each get half the util, the runqueue 
     CHECK(se->avg.util_avg <= 545);
     CHECK(se->avg.runnable_avg >= 1010);
   }
-  const auto& rq = e.rq(0).pelt;
+  const auto& rq = test_access::rq(e, 0).pelt;
   CHECK(rq.all.util_avg >= 1010);
   CHECK(rq.all.runnable_avg >= 2020);
   CHECK(rq.all.load_avg >= 2020);
   // Published for lock-free snapshots at least once a period.
-  CHECK(e.rq(0).util_avg_pub.load() >= 1000);
-  CHECK(e.rq(0).pelt_update_pub.load() >= 1'000'000 * us - 1024 * 1024);
+  CHECK(test_access::rq(e, 0).util_avg_pub.load() >= 1000);
+  CHECK(test_access::rq(e, 0).pelt_update_pub.load() >= 1'000'000 * us - 1024 * 1024);
 }
 
 TEST_CASE("engine: an enqueue and a pick under FIFO touch one runqueue cache line", "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
-  const auto& q = e.rq(1);
+  const auto& q = test_access::rq(e, 1);
   const auto base = reinterpret_cast<std::uintptr_t>(&q);
   const auto end_of = [&](const auto& field) {
     return reinterpret_cast<std::uintptr_t>(&field) + sizeof(field) - base;
@@ -1532,27 +1535,27 @@ TEST_CASE("engine: the overload flag follows movable fibers, and gates the idle 
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
   std::vector<usched::cpu_snapshot> scratch;
   std::deque<sched_entity> f(3);
-  CHECK_FALSE(e.overloaded());
+  CHECK_FALSE(test_access::overloaded(e));
   e.enqueue(0, &f[0], enqueue_kind::spawn, 0);
   // One runnable fiber on an idle worker is not for taking.
-  CHECK_FALSE(e.overloaded());
+  CHECK_FALSE(test_access::overloaded(e));
   CHECK(e.schedule(0, nullptr, prev_action::requeue, 0).next == &f[0]);
   // Pinned behind the running one: still nothing another worker may take.
   f[1].pinned = 0;
   e.enqueue(0, &f[1], enqueue_kind::wakeup, 0);
-  CHECK_FALSE(e.overloaded());
-  CHECK(e.idle_balance(1, 0, 1, scratch) == 0);
+  CHECK_FALSE(test_access::overloaded(e));
+  CHECK(test_access::idle_balance(e, 1, 0, 1, scratch) == 0);
   CHECK(e.counters(1).newidle_attempts == 0);  // gated: no pass at all
   // An unpinned one behind it: overloaded, and the idle pull takes it.
   e.enqueue(0, &f[2], enqueue_kind::wakeup, 0);
-  CHECK(e.overloaded());
-  CHECK(e.idle_balance(1, 0, 1, scratch) == 1);
-  CHECK(e.rq(1).nr_queued.load() == 1);
+  CHECK(test_access::overloaded(e));
+  CHECK(test_access::idle_balance(e, 1, 0, 1, scratch) == 1);
+  CHECK(test_access::rq(e, 1).nr_queued.load() == 1);
   // A pass that finds nothing to take clears the flag.
   CHECK(e.find_work(1, 0, 1, scratch) == &f[2]);
-  CHECK(e.overloaded());  // not cleared until a pass looks
-  CHECK(e.newidle_balance(1, 0, 1, scratch) == 0);
-  CHECK_FALSE(e.overloaded());
+  CHECK(test_access::overloaded(e));  // not cleared until a pass looks
+  CHECK(test_access::newidle_balance(e, 1, 0, 1, scratch) == 0);
+  CHECK_FALSE(test_access::overloaded(e));
 }
 
 TEST_CASE("engine: the tick asks for the nohz kick once per interval while fibers wait", "[engine][events]") {
@@ -1583,7 +1586,7 @@ TEST_CASE("engine: should_preempt is a wake-up's request or a used-up slice with
   e.enqueue(0, &f[1], enqueue_kind::wakeup, 0);
   CHECK_FALSE(e.should_preempt(0, slice - 1));
   CHECK(e.should_preempt(0, slice));
-  e.rq(0).need_resched.store(true);
+  test_access::rq(e, 0).need_resched.store(true);
   CHECK(e.should_preempt(0, 0));
 }
 
@@ -1645,7 +1648,7 @@ TEST_CASE("engine: a CFS wake-up placed from its LLCs' snapshots alone chooses a
             se->avg.load_avg = load;
             se->preferred_node = node;
           }
-          a.snapshot(full, now);
+          test_access::snapshot(a, full, now);
           garbage.assign(t.workers, usched::cpu_snapshot{});
           for (usched::cpu_snapshot& s : garbage) {
             s.idle = next(2) == 0;
@@ -1665,9 +1668,9 @@ TEST_CASE("engine: a CFS wake-up placed from its LLCs' snapshots alone chooses a
                            << ", recent " << recent << ", node " << node);
           REQUIRE(ca == cb);
           CHECK(wa.recent_used_cpu == wb.recent_used_cpu);
-          if (origin >= 0) CHECK(a.rq(origin).avg_scan_cost.load() == b.rq(origin).avg_scan_cost.load());
-          a.snapshot(full, now);
-          b.snapshot(garbage, now);
+          if (origin >= 0) CHECK(test_access::rq(a, origin).avg_scan_cost.load() == test_access::rq(b, origin).avg_scan_cost.load());
+          test_access::snapshot(a, full, now);
+          test_access::snapshot(b, garbage, now);
           for (unsigned c = 0; c < t.workers; ++c) CHECK(full[c].llc_has_idle_cores == garbage[c].llc_has_idle_cores);
           ++wakes;
           if (ca != prev) ++moved;

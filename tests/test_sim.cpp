@@ -11,8 +11,11 @@
 #include "schbench_model.hpp"
 #include "simulator.hpp"
 #include "workload.hpp"
+#include "engine_test_access.hpp"
 
 namespace {
+
+using test_access = usched::detail::engine_test_access;
 
 using usched::sim::simulator;
 
@@ -112,7 +115,7 @@ TEST_CASE("sim: seed 000's stacking ends as the engine test says, through the si
     CHECK(llc.moved[util] == 0);
     CHECK(llc.failures >= 3);
     CHECK(sim->eng().counters(0).active_pushes == 1);
-    CHECK(sim->eng().rq(1).nr_running == 1);
+    CHECK(test_access::rq(sim->eng(), 1).nr_running == 1);
   }
 }
 

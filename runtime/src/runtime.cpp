@@ -438,27 +438,27 @@ void runtime_impl::carry_out(const wake_result& r, worker* w) noexcept {
   if (r.kick) kick_idle(r.cpu, w, r.pull);
 }
 
-// One idle worker is enough: it balances, and wakes no others. The start
-// of the search is random: the caller's worker's generator, or the shared
-// one (an atomic every caller would write) from a thread outside the
-// runtime. A plain kick leaves a spinning worker alone: a work stealer
-// finds the work by itself, and the CFS family's idle worker balances
-// from its tick, as the kernel's does. A pull kick (wake_result::pull: a
-// spawn that fork balancing would have placed) reaches a spinning worker
-// first, with a store instead of a futex wake and a wait for its thread,
-// and else a parked one; either balances unrationed.
+// kick_idle(): carries out the engine's kick decision (engine::kick) over
+// this runtime's idle workers: the spin word of a spinning one, the park
+// word of a parked one. The search's start is random: the caller's
+// worker's generator, or the shared one (an atomic every caller would
+// write) from a thread outside the runtime.
 void runtime_impl::kick_idle(int busy_cpu, worker* w, bool pull) noexcept {
-  const bool spinning = nr_spinning.load(std::memory_order_seq_cst) > 0;
-  if (spinning && !pull) return;
-  if (!spinning && nr_parked.load(std::memory_order_seq_cst) == 0) return;
-  const std::uint64_t random = w ? w->next_random() : external_random();
-  if (spinning && engine_.kick_target(busy_cpu, random, [this](int c) { return worker_at(c).kick_spinning(); }) >= 0) {
-    return;
-  }
-  const int cpu = engine_.kick_target(busy_cpu, random, [this](int c) { return worker_at(c).parked(); });
-  if (cpu < 0) return;
-  if (pull) worker_at(cpu).mark_pull();
-  worker_at(cpu).notify();
+  struct idle_workers {
+    runtime_impl& rt;
+    worker* w;
+    unsigned nr_spinning() const noexcept {
+      return static_cast<unsigned>(rt.nr_spinning.load(std::memory_order_seq_cst));
+    }
+    unsigned nr_parked() const noexcept { return static_cast<unsigned>(rt.nr_parked.load(std::memory_order_seq_cst)); }
+    std::uint64_t random() const noexcept { return w ? w->next_random() : rt.external_random(); }
+    bool tell_spinning(int cpu) const noexcept { return rt.worker_at(cpu).kick_spinning(); }
+    bool parked(int cpu) const noexcept { return rt.worker_at(cpu).parked(); }
+  };
+  const kick_result k = engine_.kick(busy_cpu, pull, idle_workers{*this, w});
+  if (k.cpu < 0) return;
+  if (k.pull) worker_at(k.cpu).mark_pull();
+  worker_at(k.cpu).notify();
 }
 
 fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {

@@ -472,7 +472,6 @@ fiber* worker::find_work() {
 
 void worker::idle_wait() {
   engine& e = rt_.eng();
-  runqueue& q = e.rq(index_);
 
   // Spin: a fiber is often made runnable again within microseconds (a reply,
   // a released lock), and waking from a futex costs far more than that.
@@ -490,7 +489,7 @@ void worker::idle_wait() {
   const std::int64_t spin_until = engine_now_ns() + rt_.spin_ns();
   bool found = false;
   for (unsigned i = 1;; ++i) {
-    if (q.nr_queued.load(std::memory_order_relaxed) != 0 || rt_.stopping() ||
+    if (e.has_queued(index_) || rt_.stopping() ||
         spin_word_.load(std::memory_order_relaxed) == spin_kicked) {
       found = true;
       break;
@@ -541,7 +540,7 @@ void worker::idle_wait() {
   // The overload flag is read seq_cst after the park announcement: an
   // enqueue that overloads a busy worker after this read sees the parked
   // count and kicks (runtime_impl::kick_idle).
-  bool work = q.nr_queued.load(std::memory_order_seq_cst) != 0 || rt_.stopping();
+  bool work = e.has_queued(index_, std::memory_order_seq_cst) || rt_.stopping();
   if (!work) work = e.idle_poll(index_, engine_clock(), next_random(), scratch_) > 0;
   if (!work) {
     // Sleep until this worker's own earliest timer; the watcher (one parked

@@ -1,0 +1,165 @@
+// runqueue.hpp: a worker's runqueue (the kernel's struct rq with its
+// cfs_rq folded in), the balancing state of each level of its chain, and
+// the counters runtime::stats() reports. Plain data: the engine's functions
+// are the only writers, under the locks each field names.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <usched/detail/spinlock.hpp>
+
+#include "pelt.hpp"
+#include "sched_entity.hpp"
+#include "timeline.hpp"
+
+namespace usched::detail {
+
+// Balancing state of one level of one worker's chain.
+struct sd_balance_state {
+  unsigned nr_balance_failed = 0;
+  std::int64_t balance_interval_ns = 0;  // doubles after a balanced or failed pass, up to max
+  std::int64_t last_balance = 0;
+  // The longest newly-idle pass at this level (sd->max_newidle_lb_cost),
+  // decayed by 253/256 once a second from the tick.
+  std::int64_t max_newidle_lb_cost = 0;
+  std::int64_t next_decay = 0;
+};
+
+// A statistics counter with a single writer. Relaxed load+store instead of a
+// locked RMW: only its owner writes it, and readers (runtime::stats()) only
+// need some recent value, never a synchronized one.
+class stat_counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+  operator std::uint64_t() const noexcept { return get(); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
+
+// Balancing counters of one domain level of one worker, written by that worker.
+struct level_counters {
+  stat_counter attempts;  // load_balance passes at this level
+  stat_counter balanced;  // passes that found nothing to do
+  stat_counter successes; // passes that moved at least one fiber
+  stat_counter failures;  // passes that found an imbalance but moved nothing
+  stat_counter moved[4];  // fibers moved, by migration_type
+  stat_counter odd_picks; // busiest group without a stacked worker over one with (seeds/003)
+};
+
+// Counters of one worker, written by the thread that holds its runqueue
+// lock or runs it.
+struct cpu_counters {
+  stat_counter newidle_attempts;  // newly-idle balance passes
+  stat_counter newidle_pulls;     // passes that moved at least one fiber
+  stat_counter newidle_skipped;   // times it went idle too briefly on average to balance (avg_idle)
+  stat_counter fibers_pulled;     // fibers moved onto this worker by balancing
+  stat_counter wake_prev;         // wake-ups placed on the fiber's previous worker
+  stat_counter wake_idle_sibling; // ... on another idle worker sharing its LLC
+  stat_counter wake_other;        // ... anywhere else
+  stat_counter wakeup_preemptions;// wake-ups that asked the running fiber to yield
+  stat_counter tick_preemptions;  // ticks that ended the running fiber's slice
+  stat_counter active_pushes;     // fibers it moved to another worker for an active balance
+  stat_counter active_abandoned;  // active balances asked of it that found no fiber runnable to hand over
+  stat_counter handoffs;          // join hand-offs made: a joinee or a joiner made this worker's next pick
+};
+
+// A worker's runqueue.
+//
+// Layout: the first cache line holds everything an enqueue and a pick touch
+// under the FIFO and LIFO disciplines (the lock, the list, the counts, the
+// flags a waker and a spinning worker read), so a wake-up from another
+// worker moves one runqueue line to the waker and back, not four. The fair
+// discipline's tree, the PELT signals and what snapshots read follow.
+struct alignas(64) runqueue {
+  spinlock lock;
+  // Read without the lock (snapshots, idle checks): relaxed is enough for
+  // snapshots, because a stale value only makes a decision less precise.
+  std::atomic<bool> idle{true};
+  std::atomic<bool> need_resched{false};  // the running fiber should yield at its next preempt point
+  unsigned nr_running = 0;                // queued + curr (under the lock)
+  // The queue order and the running fiber, under the lock.
+  sched_entity* head = nullptr;
+  sched_entity* tail = nullptr;
+  sched_entity* curr = nullptr;  // running, not in the queue
+  // FIFO discipline: the fiber most recently spawned by this worker's own
+  // running fiber, kept at the head of the queue so it runs next (Go's
+  // runnext): fork-join code then runs depth-first and keeps few fibers
+  // alive. One slot only: the next local spawn moves it to the tail, so
+  // spawning cannot starve the queue. Balancing takes it last.
+  sched_entity* runnext = nullptr;
+  // nr_queued is written seq_cst: the park protocol pairs it with the
+  // worker's park word (worker.cpp).
+  std::atomic<unsigned> nr_queued{0};
+  std::atomic<unsigned> nr_pinned{0};
+  // Active balance: a worker whose balancing kept failing asks this one to
+  // give it a fiber at its next switch (-1: no request).
+  std::atomic<int> active_balance_dst{-1};
+  unsigned long load_weight = 0;  // summed weight of queued + curr (under the lock)
+
+  // The fair discipline and load tracking, under the lock. The queued
+  // fibers in vruntime order (timeline.hpp).
+  alignas(64) detail::timeline<sched_entity> timeline;
+  static_assert(sizeof(detail::timeline<sched_entity>) + sizeof(sched_entity*) <= 64,
+                "the timeline and the hand-off share the fair discipline's first line");
+  // The fair discipline's join hand-off (engine_config::join_handoff): the
+  // queued fiber the running one hands this worker to as it blocks on it
+  // or exits to it, picked before the leftmost. Consumed by the next pick,
+  // cleared (timeline_erase) if the fiber leaves the queue first (a balancer took it). FIFO
+  // and LIFO need no slot: the fiber moves to the head, which they pick.
+  sched_entity* handoff = nullptr;
+  std::uint64_t min_vruntime = 0;
+  std::int64_t slice_ns = 0;     // the slice curr was given when picked
+  // What slice_ns was computed from (engine::set_slice): the count and
+  // weight of the runqueue and the weight of the fiber.
+  unsigned slice_nr = 0;
+  unsigned slice_weight = 0;
+  unsigned long slice_total = 0;
+  rq_pelt pelt;
+  // The summed estimates of the fibers queued or running here
+  // (cfs_rq->avg.util_est.enqueued); a worker's util is the larger of this
+  // and its util_avg (cpu_util()).
+  unsigned long util_est = 0;
+
+  // Published for snapshots (relaxed; see above).
+  alignas(64) std::atomic<std::uint64_t> min_vruntime_pub{0};
+  std::atomic<unsigned long> load_avg_pub{0};
+  std::atomic<unsigned long> runnable_load_pub{0};
+  std::atomic<unsigned long> util_avg_pub{0};
+  std::atomic<unsigned long> util_est_pub{0};
+  std::atomic<unsigned long> runnable_avg_pub{0};
+  std::atomic<std::int64_t> pelt_update_pub{0};
+  std::atomic<int> curr_preferred_node{-1};
+  std::atomic<unsigned long> curr_load{0};
+  // Contributions of blocked fibers that woke up on another worker, to be
+  // subtracted at this runqueue's next update (the kernel's cfs_rq->removed).
+  std::atomic<unsigned long> removed_load{0};
+  std::atomic<unsigned long> removed_util{0};
+  std::atomic<unsigned long> removed_runnable{0};
+
+  // Off the paths of an enqueue and a pick, on a line of their own: what
+  // only an idle worker, a waker's placement or an active balance's reply
+  // touch.
+  // Newly-idle rationing (the kernel's rq->idle_stamp, avg_idle and
+  // max_idle_balance_cost): when the worker last went idle (0: it is not
+  // idle since, or it pulled), the average of its idle periods, and the
+  // longest newly-idle pass of its whole chain. The owner sets the stamp
+  // and the costs; a wake-up onto the runqueue (under the lock) closes the
+  // idle period.
+  alignas(64) std::atomic<std::int64_t> idle_stamp{0};
+  std::atomic<std::int64_t> avg_idle{0};
+  std::atomic<std::int64_t> max_idle_balance_cost{0};
+  // The average cost of this worker's wake-up scans of its LLC
+  // (sd_llc->avg_scan_cost, SIS_PROP); only this worker's thread writes it.
+  std::atomic<std::int64_t> avg_scan_cost{0};
+  // Set by the worker that served an active balance this one asked for:
+  // 1 + the lowest level of this worker's domains that spans both, whose
+  // failure count this worker resets at its next pass (0: none).
+  std::atomic<int> active_balance_done{0};
+};
+
+}  // namespace usched::detail

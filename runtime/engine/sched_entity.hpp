@@ -1,0 +1,87 @@
+// sched_entity.hpp: the part of a fiber the engine sees, and the entity's
+// own arithmetic (its util estimate, vruntime scaling). The kernel's struct
+// sched_entity and the helpers of fair.c that read one entity only.
+#pragma once
+
+#include <atomic>
+#include <boost/intrusive/set.hpp>
+#include <cstdint>
+
+#include "pelt.hpp"
+
+namespace usched::detail {
+// The part of a fiber the engine sees (the kernel's struct sched_entity).
+struct sched_entity {
+  // The fields a wake-up from another worker reads and writes come first,
+  // 48 bytes that share a cache line with the fiber's wait token (see
+  // struct fiber).
+  //
+  // Queue order, kept by every discipline: under FIFO the head has waited
+  // longest, under LIFO the tail has; balancing walks from that end to take
+  // the least recently run.
+  sched_entity* rq_next = nullptr;
+  sched_entity* rq_prev = nullptr;
+  // The runqueue it is on, or the worker it last ran on. Written under the
+  // lock of the runqueue it joins (relaxed; on_rq's release store follows);
+  // atomic because hand_off() reads it under another runqueue's lock while a
+  // thief may be attaching the fiber to its own.
+  std::atomic<int> cpu{-1};
+  int pinned = -1;  // the only worker it may run on, or -1
+  int preferred_node = -1;
+  unsigned weight = nice_0_weight;
+  // Queued or running (the kernel's se->on_rq). Written under the runqueue's
+  // lock; read without it by a waker, which only needs to know whether the
+  // fiber may still be running on its worker (see engine::wake_running).
+  std::atomic<bool> on_rq{false};
+  // A wake-up arrived while the fiber was still running on its way to
+  // block: its worker must keep it runnable (under the runqueue's lock).
+  bool wake_pending = false;
+  // The kernel's p->recent_used_cpu: a worker it was recently woken
+  // towards, tried by the wake-up placement before it scans the LLC. Set at
+  // a spawn to the spawner's worker, and by each wake-up the fiber makes
+  // while running; the placement may hand it the fiber's previous worker.
+  int recent_used_cpu = -1;
+  // util_est (v4.17+, UTIL_EST and UTIL_EST_FASTUP): the util it had when
+  // it last went to sleep, and a moving average of those that follows
+  // rises at once and falls with weight 1/4. A fiber that sleeps loses its
+  // util_avg at PELT's pace; its estimate keeps what it will need when it
+  // wakes, and that is what balancing and placement read (task_util_est).
+  // 32 bits each, as the kernel's struct util_est: a util is at most 1024.
+  // Here, on the first line that an enqueue and a dequeue write anyway,
+  // they end it exactly (struct fiber), so that the timeline's fields
+  // start the next one.
+  std::uint32_t util_est_enqueued = 0;
+  std::uint32_t util_est_ewma = 0;
+
+  // The fair discipline's line: the timeline node and the time kept for it.
+  // A walk or a rebalancing of the tree reads a node's links and its
+  // vruntime, so they share one line: one line of another fiber per node
+  // visited, not two.
+  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
+  // on the switch path.
+  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
+  std::uint64_t vruntime = 0;     // runtime scaled by nice_0_weight / weight
+  std::int64_t exec_start = 0;    // when it last started running or was last accounted
+  std::int64_t sum_exec = 0;      // total time run, ns
+  std::int64_t prev_sum_exec = 0; // sum_exec when it was last picked
+  // Load tracking's line.
+  pelt_avg avg;
+};
+
+// The estimate a fiber brings to a runqueue (_task_util_est), and its
+// util as balancing reads it (task_util_est: the larger of that and util_avg).
+inline unsigned long util_est_of(const sched_entity& se) noexcept {
+  return se.util_est_ewma > se.util_est_enqueued ? se.util_est_ewma : se.util_est_enqueued;
+}
+inline unsigned long task_util_est(const sched_entity& se) noexcept {
+  const unsigned long est = util_est_of(se);
+  return se.avg.util_avg > est ? se.avg.util_avg : est;
+}
+
+// calc_delta_fair(): runtime scaled to vruntime by the fiber's weight.
+inline std::uint64_t calc_delta_fair(std::int64_t delta, unsigned weight) noexcept {
+  if (weight == nice_0_weight) return static_cast<std::uint64_t>(delta);
+  return static_cast<std::uint64_t>(delta) * nice_0_weight / weight;
+}
+
+}  // namespace usched::detail
