@@ -1,5 +1,6 @@
 // simulator.cpp: the simulated backend's event loop (see simulator.hpp).
 #include "simulator.hpp"
+#include "random.hpp"
 
 #include <cstdlib>
 #include <algorithm>
@@ -65,13 +66,6 @@ std::string cost_list() {
   std::string out;
   for (const auto& f : cost_fields) out += (out.empty() ? "" : ", ") + std::string(f.name);
   return out;
-}
-
-std::uint64_t splitmix(std::uint64_t& state) noexcept {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -155,7 +149,7 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   cpus_.resize(engine_->nr_cpus());
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
     std::uint64_t s = cfg_.seed * 0x100000001b3ULL + c;
-    cpus_[c].rng = splitmix(s);
+    cpus_[c].rng = detail::splitmix64(s);
   }
   // Every worker starts as the real ones do: it looks for work, spins, parks.
   for (std::size_t c = 0; c < cpus_.size(); ++c) push(0, ev::look, static_cast<int>(c), 0);
@@ -173,12 +167,12 @@ unsigned simulator::nr_nodes() const noexcept {
   return static_cast<unsigned>(top) + 1;
 }
 
-std::uint64_t simulator::random() noexcept { return splitmix(rng_); }
+std::uint64_t simulator::random() noexcept { return detail::splitmix64(rng_); }
 
 // A worker's own generator, as a real worker's next_random(); the shared one
 // for -1 (a thread outside the runtime).
 std::uint64_t simulator::random_of(int cpu) noexcept {
-  return cpu >= 0 ? splitmix(cpus_[static_cast<std::size_t>(cpu)].rng) : random();
+  return cpu >= 0 ? detail::splitmix64(cpus_[static_cast<std::size_t>(cpu)].rng) : random();
 }
 
 void simulator::push(std::int64_t t, ev kind, int cpu, std::uint64_t gen, sim_fiber* f) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "random.hpp"
 #include "engine_test_access.hpp"
 #include "topology.hpp"
 
@@ -1161,7 +1162,7 @@ TEST_CASE("engine: the fair yield's short path decides as pick_next does", "[eng
     same();
     std::uint64_t rng = 12345;
     auto rand = [&rng](std::uint64_t m) {
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      rng = usched::detail::lcg_next(rng);
       return (rng >> 33) % m;
     };
     int yields_swapped = 0, yields_kept = 0;
@@ -1234,7 +1235,7 @@ TEST_CASE("engine: the join hand-off's one-lock paths decide as the two-step one
     auto same = [&] { require_same(fast, fa, full, fb); };
     std::uint64_t rng = 2024;
     auto rand = [&rng](std::uint64_t m) {
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      rng = usched::detail::lcg_next(rng);
       return (rng >> 33) % m;
     };
     auto pick_any = [&](st want, int above) {
@@ -1358,7 +1359,7 @@ TEST_CASE("engine: the timeline stays in vruntime order through its insert short
   for (int i = n - 1; i >= 0; --i) fresh.push_back(i);
   std::uint64_t rng = 77;
   auto rand = [&rng](std::uint64_t m) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    rng = usched::detail::lcg_next(rng);
     return (rng >> 33) % m;
   };
   std::int64_t now = 0;
@@ -1606,9 +1607,9 @@ TEST_CASE("engine: a CFS wake-up placed from its LLCs' snapshots alone chooses a
   // Two NUMA nodes of two SMT LLCs each; one LLC of 8; four packages of 2
   // (a package is the LLC of a topology without caches).
   const topo topos[] = {{"pack:2 [numa] l3:2 core:4 pu:2", 32}, {"pack:1 l3:1 core:8 pu:1", 8}, {"pack:4 core:2 pu:1", 8}};
-  std::uint64_t rng = 0x9e3779b97f4a7c15ULL;
+  std::uint64_t rng = usched::detail::splitmix64_increment;
   const auto next = [&rng](std::uint64_t n) {
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    rng = usched::detail::lcg_next(rng);
     return (rng >> 33) % n;
   };
   const std::int64_t us = 1'000;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "pelt.hpp"
+#include "random.hpp"
 
 using usched::detail::pelt_avg;
 using usched::detail::pelt_decay;
@@ -149,7 +150,7 @@ TEST_CASE("pelt: the running entity's one-step update equals accruing at the pic
   pelt_avg two, one;
   std::uint64_t rng = 12345;
   const auto next_len = [&rng] {
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    rng = usched::detail::lcg_next(rng);
     const std::uint64_t r = rng >> 33;
     return static_cast<std::int64_t>(r % 4 == 0 ? r % 3'000'000 : r % 20'000) + 100;
   };

@@ -9,6 +9,7 @@
 #include <deque>
 #include <vector>
 
+#include "random.hpp"
 #include "timeline.hpp"
 
 namespace {
@@ -53,7 +54,7 @@ TEST_CASE("timeline: the tree and the run keep the single tree's order, equal ke
   reference_t ref;
   std::uint64_t rng = 12345;
   auto rand = [&rng](std::uint64_t m) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    rng = usched::detail::lcg_next(rng);
     return (rng >> 33) % m;
   };
   // Keys from a small range, so that many are equal, near a floor that

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "random.hpp"
 #include "topology.hpp"
 
 namespace {
@@ -67,7 +68,7 @@ void place(benchmark::State& state, const char* policy, what w) {
   std::vector<usched::cpu_snapshot> scratch;
   std::uint64_t random = 1;
   for (auto _ : state) {
-    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+    random = usched::detail::lcg_next(random);
     // The woken fiber's previous worker, each time (a placement may move
     // the fiber's recent_used_cpu, never its cpu).
     if (w == what::wake) child.cpu.store(1, std::memory_order_relaxed);

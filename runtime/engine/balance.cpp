@@ -4,6 +4,7 @@
 // policy decides (detach under the source's lock, attach under the
 // destination's), and the active balance a failing pass asks for.
 #include "engine.hpp"
+#include "random.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -73,7 +74,7 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
     }
     // Something arrived meanwhile: no need to look wider.
     if (q.nr_queued.load(std::memory_order_relaxed) > 0) break;
-    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+    random = lcg_next(random);
   }
   note_newidle_cost(q, curr_cost);
   refresh_overload();
@@ -397,7 +398,7 @@ void engine::rebalance_domains(int cpu, const now_source& now, std::uint64_t ran
       idle = cpu_idle_type::not_idle;
       busy = true;
     }
-    random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+    random = lcg_next(random);
   }
   r.pulled = pulled;
   // The nohz kick (nohz_balancer_kick()): a busy worker wakes a parked

@@ -330,10 +330,7 @@ worker* runtime_impl::local_worker() const noexcept {
 }
 
 std::uint64_t runtime_impl::external_random() noexcept {
-  std::uint64_t z = external_seq_.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return splitmix64_mix(external_seq_.fetch_add(splitmix64_increment, std::memory_order_relaxed));
 }
 
 // ---- fibers ----------------------------------------------------------------

@@ -30,6 +30,7 @@
 #include "clock.hpp"
 #include "domains.hpp"
 #include "engine.hpp"
+#include "random.hpp"
 #include "fiber_impl.hpp"
 #include "stack_pool.hpp"
 #include "topology.hpp"
@@ -95,12 +96,7 @@ class worker {
   // others wait.
   void preempt_check();
   // splitmix64 over the worker's own state.
-  std::uint64_t next_random() noexcept {
-    std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next_random() noexcept { return splitmix64(rng_); }
   // A fresh fiber id, from a block this worker reserved: the shared counter
   // is touched once per id_block spawns, not on every one.
   std::uint64_t next_fiber_id() noexcept {
