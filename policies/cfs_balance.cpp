@@ -106,37 +106,34 @@ sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& gr
   return sgs;
 }
 
-bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
+bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs, capacity_signals signals) noexcept {
   if (sgs.sum_nr_running < sgs.group_weight) {
     return true;
   }
   // The pct margin keeps a group that is only just under capacity from
   // flapping between has_spare and fully_busy: 1% of spare capacity is no
   // room for a fiber.
-  if (sgs.group_capacity * pct < sgs.group_runnable * percent) {
+  if (signals == capacity_signals::util_and_runnable &&
+      sgs.group_capacity * pct < sgs.group_runnable * percent) {
     return false;
   }
-  if (sgs.group_capacity * percent > sgs.group_util * pct) {
-    return true;
-  }
-  return false;
+  return sgs.group_capacity * percent > sgs.group_util * pct;
 }
 
-bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept {
+bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs, capacity_signals signals) noexcept {
   if (sgs.sum_nr_running <= sgs.group_weight) {
     return false;
   }
   if (sgs.group_capacity * percent < sgs.group_util * pct) {
     return true;
   }
-  if (sgs.group_capacity * pct < sgs.group_runnable * percent) {
-    return true;
-  }
-  return false;
+  return signals == capacity_signals::util_and_runnable &&
+         sgs.group_capacity * pct < sgs.group_runnable * percent;
 }
 
 group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept {
-  if (group_is_overloaded(pct, sgs)) {
+  constexpr capacity_signals v5_10 = capacity_signals::util_and_runnable;
+  if (group_is_overloaded(pct, sgs, v5_10)) {
     return group_type::overloaded;
   }
   // The kernel checks sg_imbalanced() (group_imbalanced) and the asym
@@ -144,7 +141,7 @@ group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept {
   if (sgs.group_misfit_task_load != 0) {
     return group_type::misfit_task;
   }
-  if (!group_has_capacity(pct, sgs)) {
+  if (!group_has_capacity(pct, sgs, v5_10)) {
     return group_type::fully_busy;
   }
   return group_type::has_spare;
@@ -224,24 +221,13 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
 
 namespace {
 
-// group_has_capacity() and group_is_overloaded() of v4.11: utilization only,
-// no runnable pressure.
-bool v4_11_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
-  if (sgs.sum_nr_running < sgs.group_weight) return true;
-  return sgs.group_capacity * percent > sgs.group_util * pct;
-}
-
-bool v4_11_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept {
-  return sgs.sum_nr_running > sgs.group_weight && sgs.group_capacity * percent < sgs.group_util * pct;
-}
-
 // update_sg_lb_stats() and group_classify() of v4.11 for one group. The
 // load of a worker is its load at index 0 (weighted_cpuload()), which is
 // what the idle and newly-idle passes of the SMT and LLC levels read; the
 // busy passes' decayed cpu_load[] indices are not modelled.
 v4_11_sg_stats v4_11_stats_of(unsigned pct, const sg_lb_stats& sgs) noexcept {
   v4_11_sg_stats r;
-  r.no_capacity = v4_11_is_overloaded(pct, sgs);
+  r.no_capacity = group_is_overloaded(pct, sgs, capacity_signals::util);
   r.type = r.no_capacity ? v4_11_group::overloaded : v4_11_group::other;
   r.avg_load = scaled(sgs.group_load, sgs.group_capacity);
   if (sgs.sum_nr_running > 0) r.load_per_task = sgs.group_load / sgs.sum_nr_running;
@@ -292,7 +278,7 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
       sds.local_stat = sgs;
       if (features.v4_11_balance) {
         sds.v4_11_local = v4_11_stats_of(pct, sgs);
-        local_has_capacity = v4_11_has_capacity(pct, sgs);
+        local_has_capacity = group_has_capacity(pct, sgs, capacity_signals::util);
       }
     } else if (features.v4_11_balance) {
       v4_11_sg_stats v4 = v4_11_stats_of(pct, sgs);
@@ -647,7 +633,8 @@ lb_imbalance v4_11_find_imbalance(const balance_request& req, sd_lb_stats& sds,
 
   // A newly idle destination with room pulls from a group without any,
   // whatever the averages say.
-  if (req.idle == cpu_idle_type::newly_idle && v4_11_has_capacity(pct, local) && b.no_capacity) {
+  if (req.idle == cpu_idle_type::newly_idle && group_has_capacity(pct, local, capacity_signals::util) &&
+      b.no_capacity) {
     return force();
   }
   // The local group is the busier, or already above the domain's average.

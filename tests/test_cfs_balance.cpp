@@ -704,15 +704,16 @@ TEST_CASE("the pipeline classifies and picks from snapshots", "[cfs]") {
   REQUIRE(pct == 117);
 
   SECTION("group_has_capacity and group_is_overloaded at the pct margin") {
+    constexpr auto v5_10 = cfs::capacity_signals::util_and_runnable;
     sg_lb_stats s = group_stats(group_type::has_spare, 3, 0);
     s.group_util = 1750;  // 2048 * 100 = 204800 > 1750 * 117 = 204750
     s.group_runnable = 1750;
-    CHECK(cfs::group_has_capacity(pct, s));
-    CHECK_FALSE(cfs::group_is_overloaded(pct, s));
+    CHECK(cfs::group_has_capacity(pct, s, v5_10));
+    CHECK_FALSE(cfs::group_is_overloaded(pct, s, v5_10));
     CHECK(cfs::group_classify(pct, s) == group_type::has_spare);
     s.group_util = 1751;  // 204800 < 204867
-    CHECK_FALSE(cfs::group_has_capacity(pct, s));
-    CHECK(cfs::group_is_overloaded(pct, s));
+    CHECK_FALSE(cfs::group_has_capacity(pct, s, v5_10));
+    CHECK(cfs::group_is_overloaded(pct, s, v5_10));
     CHECK(cfs::group_classify(pct, s) == group_type::overloaded);
     // One fiber per worker is never overloaded, only fully busy.
     s.sum_nr_running = 2;
@@ -723,6 +724,12 @@ TEST_CASE("the pipeline classifies and picks from snapshots", "[cfs]") {
     CHECK(cfs::group_classify(pct, s) == group_type::fully_busy);
     s.sum_nr_running = 3;
     CHECK(cfs::group_classify(pct, s) == group_type::overloaded);
+    // Before v5.7 (v4.11's balancer) runnable pressure counted for nothing.
+    constexpr auto v4_11 = cfs::capacity_signals::util;
+    CHECK(cfs::group_is_overloaded(pct, s, v5_10));
+    CHECK_FALSE(cfs::group_is_overloaded(pct, s, v4_11));
+    CHECK(cfs::group_has_capacity(pct, s, v4_11));
+    CHECK_FALSE(cfs::group_has_capacity(pct, s, v5_10));
   }
 
   SECTION("update_sg_lb_stats: loads, idle workers, misfit only away from the destination") {

@@ -206,11 +206,11 @@ TEST_CASE("seed 004: more idle workers beats lower utilization", "[cfs][placemen
 
 TEST_CASE("seed 004: update_pick_idlest cell by cell", "[cfs][placement]") {
   using usched::group_type;
-  cfs::wakeup_group_stats idlest;
+  cfs::sg_lb_stats idlest;
   idlest.type = group_type::has_spare;
   idlest.idle_cpus = 2;
   idlest.group_util = 500;
-  cfs::wakeup_group_stats cand = idlest;
+  cfs::sg_lb_stats cand = idlest;
   const cfs_features on = with_tiebreak(true);
   const cfs_features off = with_tiebreak(false);
 
