@@ -68,7 +68,7 @@ bool contains(const sched_group& group, int cpu) {
 }  // namespace
 
 unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept {
-  return features.group_load_includes_blocked ? cpu.load_avg : cpu.runnable_load;
+  return features.blocked_load ? cpu.load_avg : cpu.runnable_load;
 }
 
 sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& group, bool local,
@@ -349,7 +349,7 @@ long adjust_numa_imbalance(long imbalance, unsigned nr_running, unsigned imbalan
 //     + 1, and only if busiest has more than one fiber.
 //  b  util in v5.9, and in v5.10 above the LLC. nr|idle (as a, no gates) in domains
 //     sharing a cache (SD_SHARE_PKG_RESOURCES) with features.llc_migrate_task (the
-//     seeds/000 fix), and with candidate A (util_only_if_busiest_multi_cpu) when busiest
+//     seeds/000 fix), and with candidate A (weight1_spread) when busiest
 //     has one worker.
 //  c  past the gates of a, calculate_imbalance finds local.avg_load >= busiest.avg_load,
 //     which is 0 (not computed for fully_busy): always balanced.
@@ -393,7 +393,7 @@ lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
     // seeds/000, candidate A: between single workers, spread by count.
     // Helps where groups are single workers; not on SMT machines, whose
     // LLC groups are cores (busiest group_weight 2).
-    if (features.util_only_if_busiest_multi_cpu && busiest.group_weight <= 1) {
+    if (features.weight1_spread && busiest.group_weight <= 1) {
       fill_spare_capacity = false;
     }
     if (fill_spare_capacity) {
@@ -775,7 +775,7 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
         }
         return {true, load};
       }
-      if (features.v59_load_detach) {
+      if (features.v5_9_load_detach) {
         // v5.9: do not move more than twice what is left, until balancing
         // here has failed more than cache_nice_tries times. (A load of 0
         // still counts 1, so the imbalance shrinks and the pass ends.)
@@ -796,7 +796,7 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
       }
       // seeds/000, candidate B: each failed attempt halves the fiber's
       // apparent util, so a hog eventually fits the spare capacity.
-      if (features.util_shift_by_failures) {
+      if (features.failshift_util) {
         const unsigned shift = std::min(env.nr_balance_failed, max_failure_shift);
         if ((util >> shift) > env.imbalance) {
           return {};

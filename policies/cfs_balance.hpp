@@ -103,7 +103,7 @@ struct lb_imbalance {
 // cpu_load() is the load of one worker as the balancer counts it: the
 // runnable load (queued and running fibers only, the pre-5.7 kernel's
 // runnable_load_avg), or load_avg, which also holds the decaying load of
-// fibers that blocked there, when features.group_load_includes_blocked
+// fibers that blocked there, when features.blocked_load
 // (seeds/003).
 unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept;
 

@@ -560,11 +560,11 @@ TEST_CASE("wake_affine: WA_WEIGHT picks the lighter side", "[cfs][placement]") {
     // A fiber of load 100: (1024 + 100) * 100 = 112400 against
     // (1124 - 100) * 108 = 110592, or * 112 = 114688.
     m.run(0, 1024).run(4, 1124);
-    cfs_features v510;
-    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v510) == 4);
-    cfs_features v59;
-    v59.wide_imbalance_pct = 125;
-    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v59) == 0);
+    cfs_features v5_10;
+    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v5_10) == 4);
+    cfs_features v5_9;
+    v5_9.wide_imbalance_pct = 125;
+    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v5_9) == 0);
   }
 }
 

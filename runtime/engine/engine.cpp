@@ -30,15 +30,15 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
     : domains_(std::move(domains)),
       policy_(std::move(pol)),
       cfg_(cfg),
-      fair_(policy_->fair_queue()),
-      lifo_(!fair_ && policy_->lifo_queue()),
+      fair_(policy_->traits().discipline == queue_discipline::fair),
+      lifo_(policy_->traits().discipline == queue_discipline::lifo),
       tracks_load_(fair_ && cfg_.load_tracking),
-      places_without_snapshot_(policy_->places_without_snapshot()),
-      wake_reads_only_llcs_(policy_->wake_reads_only_llcs()),
-      pulls_when_idle_(policy_->pulls_when_idle()),
-      smt_ignores_cache_hot_(policy_->smt_ignores_cache_hot()),
-      shortens_busy_interval_(policy_->shortens_busy_interval()),
-      rations_newidle_(policy_->rations_newidle()),
+      places_without_snapshot_(policy_->traits().places_without_snapshot),
+      wake_reads_only_llcs_(policy_->traits().wake_reads_only_llcs),
+      pulls_when_idle_(policy_->traits().pulls_when_idle),
+      smt_ignores_cache_hot_(policy_->traits().smt_ignores_cache_hot),
+      shortens_busy_interval_(policy_->traits().shortens_busy_interval),
+      rations_newidle_(policy_->traits().rations_newidle),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   // The granularities grow with the machine (update_sysctl()); sched_nr_
@@ -235,7 +235,7 @@ unsigned engine::llc_busy_cpus(int cpu) const noexcept {
 std::int64_t engine::balance_interval(const sd_balance_state& st, bool busy) const noexcept {
   std::int64_t interval = st.balance_interval_ns;
   if (busy) {
-    interval *= policy_->busy_factor();
+    interval *= policy_->traits().busy_factor;
     if (shortens_busy_interval_) interval -= cfg_.tick_ns;
   }
   const std::int64_t max_interval = static_cast<std::int64_t>(nr_cpus()) * 100 * ns_per_ms;
@@ -1143,7 +1143,7 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     q.lock.unlock();
   }
   tick_result r;
-  if (!policy_->balances_periodically()) return r;
+  if (!policy_->traits().balances_periodically) return r;
   // rebalance_domains(): each level whose interval has passed since its
   // last balance is balanced, narrowest first.
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
