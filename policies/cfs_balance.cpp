@@ -27,14 +27,6 @@ constexpr unsigned max_failure_shift = 63;
 // scale_load_down(NICE_0_LOAD)).
 constexpr unsigned long nice_0_load = 1024;
 
-// The kernel's fits_capacity(): `util` fits `capacity` with a 20% margin
-// (util * 1280 < capacity * 1024).
-constexpr unsigned long fits_capacity_margin = 1280;
-
-bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
-  return util * fits_capacity_margin < capacity * capacity_scale;
-}
-
 // capacity_scale-scaled ratio of a load to a capacity. A capacity of 0
 // cannot come from a real worker (capacity_of() is never 0); a hand-built
 // snapshot that has one counts as capacity 1, as the kernel's

@@ -25,7 +25,6 @@ class cfs_policy final : public policy {
       : policy(cfs_traits(features)), name_(name), features_(features) {}
 
   std::string_view name() const noexcept override { return name_; }
-  const cfs_features& features() const noexcept { return features_; }
 
   int select_cpu(const placement_request& req) const override;
   balance_decision find_busiest(const balance_request& req) const override;

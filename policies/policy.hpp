@@ -132,10 +132,6 @@ enum class group_type : std::uint8_t {
   overloaded,    // more fibers than workers and util or runnable above capacity
 };
 
-const char* to_string(migration_type type) noexcept;
-const char* to_string(group_type type) noexcept;
-const char* to_string(cpu_idle_type type) noexcept;
-
 struct balance_request {
   int this_cpu = 0;  // the worker that balances (the destination of any pull)
   cpu_idle_type idle = cpu_idle_type::newly_idle;
@@ -182,6 +178,14 @@ struct detach_verdict {
   bool take = false;
   long amount = 0;
 };
+
+// fits_capacity() is the kernel's: `util` fits `capacity` with a 20% margin
+// (util * 1280 < capacity * 1024), so a fiber that would keep its worker
+// busier than 80% does not fit (it is "misfit" there).
+inline constexpr bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
+  constexpr unsigned long margin = 1280;  // capacity_scale plus 25%: 80% of capacity
+  return util * margin < capacity * capacity_scale;
+}
 
 // kernel_detach_rule() is the kernel's detach_tasks() switch on the
 // migration type (v5.10), without cache-hotness: task counts one; util skips

@@ -18,8 +18,18 @@
 namespace Catch {
 template <>
 struct StringMaker<usched::cfs::lb_imbalance> {
+  // The kernel's name of a migration type, for failure messages.
+  static const char* name_of(usched::migration_type type) {
+    switch (type) {
+      case usched::migration_type::migrate_load: return "migrate_load";
+      case usched::migration_type::migrate_util: return "migrate_util";
+      case usched::migration_type::migrate_task: return "migrate_task";
+      case usched::migration_type::migrate_misfit: return "migrate_misfit";
+    }
+    return "?";
+  }
   static std::string convert(const usched::cfs::lb_imbalance& x) {
-    return std::string(usched::to_string(x.type)) + "(" + std::to_string(x.imbalance) + ")";
+    return std::string(name_of(x.type)) + "(" + std::to_string(x.imbalance) + ")";
   }
 };
 }  // namespace Catch

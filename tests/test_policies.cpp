@@ -51,7 +51,7 @@ TEST_CASE("registry lists every policy in order and rejects unknown names", "[po
 TEST_CASE("each policy's traits: the queue discipline, when it balances, what placement reads", "[policy]") {
   using usched::queue_discipline;
   // The kernel's busy-interval multiplier, 16 since v5.10 (32 before): the
-  // default of every policy and of the domains' sd_init() tunables.
+  // default of every policy.
   CHECK(usched::policy_traits{}.busy_factor == 16);
 
   const usched::policy_traits cfs = usched::make_policy("cfs")->traits();
