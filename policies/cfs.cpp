@@ -22,7 +22,7 @@
 
 namespace usched {
 
-std::unique_ptr<policy> make_cfs_policy() {
+std::unique_ptr<policy> make_cfs() {
   return std::make_unique<cfs_policy>("cfs", cfs_features{});
 }
 

@@ -27,14 +27,6 @@ constexpr unsigned max_failure_shift = 63;
 // scale_load_down(NICE_0_LOAD)).
 constexpr unsigned long nice_0_load = 1024;
 
-// The kernel's fits_capacity(): `util` fits `capacity` with a 20% margin
-// (util * 1280 < capacity * 1024).
-constexpr unsigned long fits_capacity_margin = 1280;
-
-bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
-  return util * fits_capacity_margin < capacity * capacity_scale;
-}
-
 // capacity_scale-scaled ratio of a load to a capacity. A capacity of 0
 // cannot come from a real worker (capacity_of() is never 0); a hand-built
 // snapshot that has one counts as capacity 1, as the kernel's
@@ -68,7 +60,7 @@ bool contains(const sched_group& group, int cpu) {
 }  // namespace
 
 unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept {
-  return features.group_load_includes_blocked ? cpu.load_avg : cpu.runnable_load;
+  return features.blocked_load ? cpu.load_avg : cpu.runnable_load;
 }
 
 sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& group, bool local,
@@ -106,37 +98,34 @@ sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& gr
   return sgs;
 }
 
-bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
+bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs, capacity_signals signals) noexcept {
   if (sgs.sum_nr_running < sgs.group_weight) {
     return true;
   }
   // The pct margin keeps a group that is only just under capacity from
   // flapping between has_spare and fully_busy: 1% of spare capacity is no
   // room for a fiber.
-  if (sgs.group_capacity * pct < sgs.group_runnable * percent) {
+  if (signals == capacity_signals::util_and_runnable &&
+      sgs.group_capacity * pct < sgs.group_runnable * percent) {
     return false;
   }
-  if (sgs.group_capacity * percent > sgs.group_util * pct) {
-    return true;
-  }
-  return false;
+  return sgs.group_capacity * percent > sgs.group_util * pct;
 }
 
-bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept {
+bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs, capacity_signals signals) noexcept {
   if (sgs.sum_nr_running <= sgs.group_weight) {
     return false;
   }
   if (sgs.group_capacity * percent < sgs.group_util * pct) {
     return true;
   }
-  if (sgs.group_capacity * pct < sgs.group_runnable * percent) {
-    return true;
-  }
-  return false;
+  return signals == capacity_signals::util_and_runnable &&
+         sgs.group_capacity * pct < sgs.group_runnable * percent;
 }
 
 group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept {
-  if (group_is_overloaded(pct, sgs)) {
+  constexpr capacity_signals v5_10 = capacity_signals::util_and_runnable;
+  if (group_is_overloaded(pct, sgs, v5_10)) {
     return group_type::overloaded;
   }
   // The kernel checks sg_imbalanced() (group_imbalanced) and the asym
@@ -144,7 +133,7 @@ group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept {
   if (sgs.group_misfit_task_load != 0) {
     return group_type::misfit_task;
   }
-  if (!group_has_capacity(pct, sgs)) {
+  if (!group_has_capacity(pct, sgs, v5_10)) {
     return group_type::fully_busy;
   }
   return group_type::has_spare;
@@ -224,24 +213,13 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
 
 namespace {
 
-// group_has_capacity() and group_is_overloaded() of v4.11: utilization only,
-// no runnable pressure.
-bool v4_11_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept {
-  if (sgs.sum_nr_running < sgs.group_weight) return true;
-  return sgs.group_capacity * percent > sgs.group_util * pct;
-}
-
-bool v4_11_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept {
-  return sgs.sum_nr_running > sgs.group_weight && sgs.group_capacity * percent < sgs.group_util * pct;
-}
-
 // update_sg_lb_stats() and group_classify() of v4.11 for one group. The
 // load of a worker is its load at index 0 (weighted_cpuload()), which is
 // what the idle and newly-idle passes of the SMT and LLC levels read; the
 // busy passes' decayed cpu_load[] indices are not modelled.
 v4_11_sg_stats v4_11_stats_of(unsigned pct, const sg_lb_stats& sgs) noexcept {
   v4_11_sg_stats r;
-  r.no_capacity = v4_11_is_overloaded(pct, sgs);
+  r.no_capacity = group_is_overloaded(pct, sgs, capacity_signals::util);
   r.type = r.no_capacity ? v4_11_group::overloaded : v4_11_group::other;
   r.avg_load = scaled(sgs.group_load, sgs.group_capacity);
   if (sgs.sum_nr_running > 0) r.load_per_task = sgs.group_load / sgs.sum_nr_running;
@@ -292,7 +270,7 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
       sds.local_stat = sgs;
       if (features.v4_11_balance) {
         sds.v4_11_local = v4_11_stats_of(pct, sgs);
-        local_has_capacity = v4_11_has_capacity(pct, sgs);
+        local_has_capacity = group_has_capacity(pct, sgs, capacity_signals::util);
       }
     } else if (features.v4_11_balance) {
       v4_11_sg_stats v4 = v4_11_stats_of(pct, sgs);
@@ -363,7 +341,7 @@ long adjust_numa_imbalance(long imbalance, unsigned nr_running, unsigned imbalan
 //     + 1, and only if busiest has more than one fiber.
 //  b  util in v5.9, and in v5.10 above the LLC. nr|idle (as a, no gates) in domains
 //     sharing a cache (SD_SHARE_PKG_RESOURCES) with features.llc_migrate_task (the
-//     seeds/000 fix), and with candidate A (util_only_if_busiest_multi_cpu) when busiest
+//     seeds/000 fix), and with candidate A (weight1_spread) when busiest
 //     has one worker.
 //  c  past the gates of a, calculate_imbalance finds local.avg_load >= busiest.avg_load,
 //     which is 0 (not computed for fully_busy): always balanced.
@@ -407,7 +385,7 @@ lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
     // seeds/000, candidate A: between single workers, spread by count.
     // Helps where groups are single workers; not on SMT machines, whose
     // LLC groups are cores (busiest group_weight 2).
-    if (features.util_only_if_busiest_multi_cpu && busiest.group_weight <= 1) {
+    if (features.weight1_spread && busiest.group_weight <= 1) {
       fill_spare_capacity = false;
     }
     if (fill_spare_capacity) {
@@ -647,7 +625,8 @@ lb_imbalance v4_11_find_imbalance(const balance_request& req, sd_lb_stats& sds,
 
   // A newly idle destination with room pulls from a group without any,
   // whatever the averages say.
-  if (req.idle == cpu_idle_type::newly_idle && v4_11_has_capacity(pct, local) && b.no_capacity) {
+  if (req.idle == cpu_idle_type::newly_idle && group_has_capacity(pct, local, capacity_signals::util) &&
+      b.no_capacity) {
     return force();
   }
   // The local group is the busier, or already above the domain's average.
@@ -788,7 +767,7 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
         }
         return {true, load};
       }
-      if (features.v59_load_detach) {
+      if (features.v5_9_load_detach) {
         // v5.9: do not move more than twice what is left, until balancing
         // here has failed more than cache_nice_tries times. (A load of 0
         // still counts 1, so the imbalance shrinks and the pass ends.)
@@ -809,7 +788,7 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
       }
       // seeds/000, candidate B: each failed attempt halves the fiber's
       // apparent util, so a hog eventually fits the spare capacity.
-      if (features.util_shift_by_failures) {
+      if (features.failshift_util) {
         const unsigned shift = std::min(env.nr_balance_failed, max_failure_shift);
         if ((util >> shift) > env.imbalance) {
           return {};

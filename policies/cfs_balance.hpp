@@ -103,7 +103,7 @@ struct lb_imbalance {
 // cpu_load() is the load of one worker as the balancer counts it: the
 // runnable load (queued and running fibers only, the pre-5.7 kernel's
 // runnable_load_avg), or load_avg, which also holds the decaying load of
-// fibers that blocked there, when features.group_load_includes_blocked
+// fibers that blocked there, when features.blocked_load
 // (seeds/003).
 unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept;
 
@@ -114,20 +114,34 @@ unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) no
 sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& group, bool local,
                                unsigned pct, const cfs_features& features);
 
+// Which pressure signals group_has_capacity() and group_is_overloaded() read
+// besides the fiber count. The kernel added runnable pressure in v5.7
+// (commit 070f5e860ee2, "sched/fair: Take into account runnable_avg to
+// classify group"): a group whose fibers wait for their turn is busy even
+// while its utilization still looks low.
+enum class capacity_signals : unsigned char {
+  util,               // utilization only: v4.11's balancer (cfs_features::v4_11_balance)
+  util_and_runnable,  // utilization and runnable pressure: v5.7 and later
+};
+
 // group_has_capacity() is true when the group could run more: fewer fibers
-// than workers, or runnable and util below capacity by the pct margin.
-bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs) noexcept;
+// than workers, or util (and, with util_and_runnable, runnable) below
+// capacity by the pct margin.
+bool group_has_capacity(unsigned pct, const sg_lb_stats& sgs, capacity_signals signals) noexcept;
 
 // group_is_overloaded() is true when the group has more fibers than workers
-// and util or runnable exceed its capacity by the pct margin. Not the
-// negation of group_has_capacity(): a group with exactly one fiber per
-// worker is neither.
-bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs) noexcept;
+// and util (or, with util_and_runnable, runnable) exceeds its capacity by
+// the pct margin. Not the negation of group_has_capacity(): a group with
+// exactly one fiber per worker is neither.
+bool group_is_overloaded(unsigned pct, const sg_lb_stats& sgs, capacity_signals signals) noexcept;
 
-// group_classify() returns the group's group_type from its statistics.
+// group_classify() returns the group's v5.10 group_type from its statistics,
+// for the balancer and for the spawn path alike (update_sg_wakeup_stats).
 // Only overloaded, misfit_task, fully_busy and has_spare come out of it:
 // usched keeps no sgc->imbalance flag (imbalanced) and no asym packing
-// (asym_packing), though the decision functions below handle both.
+// (asym_packing), though the decision functions below handle both; the
+// spawn path's statistics carry no misfit load, so they are never
+// misfit_task.
 group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept;
 
 // update_sd_pick_busiest() is true when group `group` of req.sd, with

@@ -17,36 +17,19 @@
 // while the local group has capacity, so the load metric decides between
 // them, which is what made it matter in the thread; the imbalance is then
 // counted in load, and a pick of a group whose workers run one fiber each
-// finds nothing to detach. `cfs-runnable-load` is the same pass over
-// runnable load only: the pair is the thread's comparison. (With v5.10's
-// six group types the load metric decides only between two overloaded
-// groups, and an overloaded group always has a stacked worker.)
+// finds nothing to detach. `cfs-runnable-load` (cfs_runnable_load.cpp) is
+// the same pass over runnable load only: the pair is the thread's
+// comparison. (With v5.10's six group types the load metric decides only
+// between two overloaded groups, and an overloaded group always has a
+// stacked worker.)
 #include "cfs_family.hpp"
 
 namespace usched {
 
-namespace {
-
-// v4.11 as the v5.9 base (imbalance_pct 125 above the LLC, busy_factor 32,
-// no SMT cache-hot exemption, the full busy interval) with v4.11's
-// balancing pass and without the idlest-group util tie-break of v5.9.
-cfs_features v4_11_features() noexcept {
-  cfs_features f = cfs_v59_features();
-  f.v4_11_balance = true;
-  f.idlest_util_tiebreak = false;
-  return f;
-}
-
-}  // namespace
-
-std::unique_ptr<policy> make_cfs_blocked_load_policy() {
-  cfs_features f = v4_11_features();
-  f.group_load_includes_blocked = true;
+std::unique_ptr<policy> make_cfs_blocked_load() {
+  cfs_features f = cfs_v4_11_features();
+  f.blocked_load = true;
   return std::make_unique<cfs_policy>("cfs-blocked-load", f);
-}
-
-std::unique_ptr<policy> make_cfs_runnable_load_policy() {
-  return std::make_unique<cfs_policy>("cfs-runnable-load", v4_11_features());
 }
 
 }  // namespace usched

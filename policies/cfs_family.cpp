@@ -1,11 +1,25 @@
 // cfs_family.cpp: the CFS-family policy class, delegating to the pure
-// balancer and placement functions.
+// balancer and placement functions, and the feature sets the variants start
+// from.
 #include "cfs_family.hpp"
 
 #include "cfs_balance.hpp"
 #include "cfs_placement.hpp"
 
 namespace usched {
+
+policy_traits cfs_traits(const cfs_features& features) noexcept {
+  policy_traits t;
+  t.discipline = queue_discipline::fair;
+  t.pulls_when_idle = true;
+  t.balances_periodically = true;
+  t.rations_newidle = true;
+  t.wake_reads_only_llcs = true;
+  t.busy_factor = features.busy_factor;
+  t.smt_ignores_cache_hot = features.smt_ignores_cache_hot;
+  t.shortens_busy_interval = features.shortens_busy_interval;
+  return t;
+}
 
 int cfs_policy::select_cpu(const placement_request& req) const { return cfs::select_task_rq(req, features_); }
 
@@ -17,14 +31,24 @@ detach_verdict cfs_policy::can_detach(const fiber_view& f, const detach_env& env
   return cfs::can_detach(f, env, features_);
 }
 
-cfs_features cfs_v59_features() noexcept {
+cfs_features cfs_v5_9_features() noexcept {
   cfs_features f;
   f.llc_migrate_task = false;
-  f.v59_load_detach = true;
+  f.v5_9_load_detach = true;
   f.wide_imbalance_pct = 125;
   f.busy_factor = 32;
   f.smt_ignores_cache_hot = false;
   f.shortens_busy_interval = false;
+  return f;
+}
+
+// v4.11 as the v5.9 base (imbalance_pct 125 above the LLC, busy_factor 32,
+// no SMT cache-hot exemption, the full busy interval) with v4.11's
+// balancing pass and without the idlest-group util tie-break of v5.9.
+cfs_features cfs_v4_11_features() noexcept {
+  cfs_features f = cfs_v5_9_features();
+  f.v4_11_balance = true;
+  f.idlest_util_tiebreak = false;
   return f;
 }
 

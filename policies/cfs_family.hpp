@@ -13,43 +13,46 @@
 
 namespace usched {
 
+// cfs_traits() are the fixed facts of every CFS-family policy (the fair
+// discipline, newly-idle and periodic balancing, wake-ups that read only the
+// LLCs involved) with the three that differ between kernel versions taken
+// from `features`.
+policy_traits cfs_traits(const cfs_features& features) noexcept;
+
 class cfs_policy final : public policy {
  public:
-  cfs_policy(std::string_view name, cfs_features features) : name_(name), features_(features) {}
+  cfs_policy(std::string_view name, cfs_features features)
+      : policy(cfs_traits(features)), name_(name), features_(features) {}
 
   std::string_view name() const noexcept override { return name_; }
-  const cfs_features& features() const noexcept { return features_; }
 
   int select_cpu(const placement_request& req) const override;
   balance_decision find_busiest(const balance_request& req) const override;
   detach_verdict can_detach(const fiber_view& f, const detach_env& env) const override;
-  bool pulls_when_idle() const noexcept override { return true; }
-  bool balances_periodically() const noexcept override { return true; }
-  bool fair_queue() const noexcept override { return true; }
-  unsigned busy_factor() const noexcept override { return features_.busy_factor; }
-  bool smt_ignores_cache_hot() const noexcept override { return features_.smt_ignores_cache_hot; }
-  bool shortens_busy_interval() const noexcept override { return features_.shortens_busy_interval; }
-  bool rations_newidle() const noexcept override { return true; }
-  bool wake_reads_only_llcs() const noexcept override { return true; }
 
  private:
   std::string_view name_;
   cfs_features features_;
 };
 
-// Factories of the named members (one per policies/cfs*.cpp file).
-std::unique_ptr<policy> make_cfs_policy();
-std::unique_ptr<policy> make_cfs_v59_policy();
-std::unique_ptr<policy> make_cfs_v59_single_cpu_spread_policy();
-std::unique_ptr<policy> make_cfs_v59_idle_skips_util_policy();
-std::unique_ptr<policy> make_cfs_v59_util_shift_policy();
-std::unique_ptr<policy> make_cfs_blocked_load_policy();
-std::unique_ptr<policy> make_cfs_runnable_load_policy();
-std::unique_ptr<policy> make_cfs_no_idlest_util_policy();
-std::unique_ptr<policy> make_cfs_numa_v4_19_rc1_policy();
-std::unique_ptr<policy> make_cfs_numa_mel_policy();
+// Factories of the named members, each make_<registered name> in the file
+// policies/<registered name>.cpp (with '-' and '.' spelled '_').
+std::unique_ptr<policy> make_cfs();
+std::unique_ptr<policy> make_cfs_v5_9();
+std::unique_ptr<policy> make_cfs_v5_9_weight1();
+std::unique_ptr<policy> make_cfs_v5_9_idle();
+std::unique_ptr<policy> make_cfs_v5_9_failshift();
+std::unique_ptr<policy> make_cfs_blocked_load();
+std::unique_ptr<policy> make_cfs_runnable_load();
+std::unique_ptr<policy> make_cfs_no_idlest_util();
+std::unique_ptr<policy> make_cfs_numa_mel();
+std::unique_ptr<policy> make_cfs_numa_v4_19_rc1();
 
 // The v5.9 feature set the seed-000 candidates start from.
-cfs_features cfs_v59_features() noexcept;
+cfs_features cfs_v5_9_features() noexcept;
+
+// v4.11's balancing pass on the v5.9 feature set, which the seed-003 pair
+// (cfs-blocked-load, cfs-runnable-load) starts from.
+cfs_features cfs_v4_11_features() noexcept;
 
 }  // namespace usched

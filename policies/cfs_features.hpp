@@ -24,22 +24,24 @@ struct cfs_features {
   // every level.
   bool llc_migrate_task = true;
 
-  // seeds/000, candidate A (Vincent Guittot): use migrate_util only when the
-  // busiest group has more than one worker; single-worker groups spread by
-  // nr_running.
-  bool util_only_if_busiest_multi_cpu = false;
+  // seeds/000, candidate A (Vincent Guittot), `cfs-v5.9-weight1`: a busiest
+  // group of weight 1 (a single worker) is spread by nr_running;
+  // migrate_util is used only when it has more than one worker.
+  bool weight1_spread = false;
 
-  // seeds/000, candidate B: detach compares a fiber's util shifted right by
-  // the level's nr_balance_failed, so repeated failures let bigger fibers go.
-  bool util_shift_by_failures = false;
+  // seeds/000, candidate B, `cfs-v5.9-failshift`: detach compares a fiber's
+  // util shifted right by the level's nr_balance_failed, so repeated failures
+  // let bigger fibers go.
+  bool failshift_util = false;
 
-  // seeds/000, candidate C (Rik van Riel): detach skips the util check when
-  // the destination is idle (env->idle != CPU_NOT_IDLE).
+  // seeds/000, candidate C (Rik van Riel), `cfs-v5.9-idle`: detach skips the
+  // util check when the destination is idle (env->idle != CPU_NOT_IDLE).
   bool idle_skips_util_check = false;
 
-  // seeds/003: the busiest-group choice counts load including the decaying
-  // load of blocked fibers (load_avg). Off: runnable load only.
-  bool group_load_includes_blocked = false;
+  // seeds/003, `cfs-blocked-load`: the busiest-group choice counts load
+  // including the decaying load of blocked fibers (load_avg). Off: runnable
+  // load only (`cfs-runnable-load`).
+  bool blocked_load = false;
 
   // seeds/003: the balancing pass is v4.11's, the kernel of the thread.
   // The busiest group is ranked as its update_sd_pick_busiest() ranked it:
@@ -66,7 +68,7 @@ struct cfs_features {
   // v5.9's detach rule for migrate_load (load/2 > imbalance is skipped while
   // nr_balance_failed <= cache_nice_tries) instead of v5.10's
   // (load >> nr_balance_failed) > imbalance.
-  bool v59_load_detach = false;
+  bool v5_9_load_detach = false;
 
   // imbalance_pct of levels without a topology flag (PKG, NUMA, SYS): 117
   // since v5.10, 125 in v5.9. SMT (110) and LLC (117) are the same in both.

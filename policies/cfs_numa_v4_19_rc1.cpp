@@ -19,7 +19,7 @@
 
 namespace usched {
 
-std::unique_ptr<policy> make_cfs_numa_v4_19_rc1_policy() {
+std::unique_ptr<policy> make_cfs_numa_v4_19_rc1() {
   cfs_features f;
   f.numa_rule = numa_idle_rule::v4_19_rc1;
   f.numa_stop_on_move = false;

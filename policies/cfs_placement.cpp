@@ -143,31 +143,6 @@ int select_idle_smt(const placement_request& req, const sched_domain& llc, int t
   return -1;
 }
 
-// group_has_capacity() and group_is_overloaded() of the kernel (v5.10): spare
-// capacity while fewer fibers than workers, or util and runnable pressure
-// both below capacity by the imbalance_pct margin; overloaded with more fibers
-// than workers and either pressure above it.
-bool group_has_capacity(unsigned pct, const wakeup_group_stats& s) {
-  if (s.sum_nr_running < s.group_weight) return true;
-  if (s.group_capacity * pct < s.group_runnable * 100) return false;
-  if (s.group_capacity * 100 > s.group_util * pct) return true;
-  return false;
-}
-
-bool group_is_overloaded(unsigned pct, const wakeup_group_stats& s) {
-  if (s.sum_nr_running <= s.group_weight) return false;
-  if (s.group_capacity * 100 < s.group_util * pct) return true;
-  if (s.group_capacity * pct < s.group_runnable * 100) return true;
-  return false;
-}
-
-// group_classify() restricted to the types the spawn path can meet.
-group_type classify(unsigned pct, const wakeup_group_stats& s) {
-  if (group_is_overloaded(pct, s)) return group_type::overloaded;
-  if (!group_has_capacity(pct, s)) return group_type::fully_busy;
-  return group_type::has_spare;
-}
-
 // The margin by which a remote group must be lighter before a new fiber
 // leaves the local group: the kernel's scale_load_down(NICE_0_LOAD) *
 // (imbalance_pct - 100) / 100, i.e. 174 at pct 117.
@@ -306,9 +281,9 @@ int wake_affine(const placement_request& req, const sched_domain& sd, int this_c
   return this_eff_load < prev_eff_load ? this_cpu : prev_cpu;
 }
 
-wakeup_group_stats update_sg_wakeup_stats(const placement_request& req, const sched_domain& sd,
-                                          const sched_group& g, const cfs_features& f) {
-  wakeup_group_stats s;
+sg_lb_stats update_sg_wakeup_stats(const placement_request& req, const sched_domain& sd,
+                                   const sched_group& g, const cfs_features& f) {
+  sg_lb_stats s;
   for (const int cpu : g.cpus) {
     const cpu_snapshot& c = snap(req, cpu);
     s.group_load += c.load_avg;
@@ -321,7 +296,7 @@ wakeup_group_stats update_sg_wakeup_stats(const placement_request& req, const sc
     }
   }
   s.group_weight = static_cast<unsigned>(g.cpus.size());
-  s.type = classify(f.imbalance_pct(sd), s);
+  s.type = group_classify(f.imbalance_pct(sd), s);
   // avg_load only means something for groups without spare capacity: a group
   // with idle room is judged by its idle workers, not by its load.
   if ((s.type == group_type::fully_busy || s.type == group_type::overloaded) &&
@@ -331,8 +306,7 @@ wakeup_group_stats update_sg_wakeup_stats(const placement_request& req, const sc
   return s;
 }
 
-bool update_pick_idlest(const wakeup_group_stats& idlest, const wakeup_group_stats& candidate,
-                        const cfs_features& f) {
+bool update_pick_idlest(const sg_lb_stats& idlest, const sg_lb_stats& candidate, const cfs_features& f) {
   if (candidate.type < idlest.type) return true;
   if (candidate.type > idlest.type) return false;
 
@@ -371,10 +345,10 @@ const sched_group* find_idlest_group(const placement_request& req, const sched_d
 
   const sched_group* idlest = nullptr;
   const sched_group* local = nullptr;
-  wakeup_group_stats idlest_sgs;
+  sg_lb_stats idlest_sgs;
   idlest_sgs.avg_load = std::numeric_limits<unsigned>::max();  // the kernel's UINT_MAX start
   idlest_sgs.type = group_type::overloaded;
-  wakeup_group_stats local_sgs;
+  sg_lb_stats local_sgs;
 
   // The kernel's group ring starts at the local group and wraps in cpu order.
   const std::size_t n = sd.groups.size();
@@ -384,7 +358,7 @@ const sched_group* find_idlest_group(const placement_request& req, const sched_d
     if (g.cpus.empty()) {
       continue;
     }
-    const wakeup_group_stats s = update_sg_wakeup_stats(req, sd, g, f);
+    const sg_lb_stats s = update_sg_wakeup_stats(req, sd, g, f);
     if (has_local && in_span(g.cpus, this_cpu)) {
       local = &g;
       local_sgs = s;

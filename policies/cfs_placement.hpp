@@ -110,27 +110,19 @@ int select_idle_cpu(const placement_request& req, const sched_domain& llc, int t
 int wake_affine(const placement_request& req, const sched_domain& sd, int this_cpu, int prev_cpu,
                 const cfs_features& f);
 
-// The statistics of one group as the spawn path sees it: the kernel's
-// sg_lb_stats filled by update_sg_wakeup_stats(). A new fiber contributes
-// nothing anywhere yet, so there is nothing "without p" to remove.
-struct wakeup_group_stats {
-  unsigned long group_load = 0;      // sum of load_avg (cpu_load(), blocked load included)
-  unsigned long group_util = 0;      // sum of util_avg
-  unsigned long group_runnable = 0;  // sum of runnable_avg
-  unsigned long group_capacity = 0;  // sum of the workers' capacity
-  unsigned long avg_load = 0;        // group_load * 1024 / capacity; only for fully_busy and overloaded
-  unsigned sum_nr_running = 0;
-  unsigned idle_cpus = 0;
-  unsigned group_weight = 0;  // number of workers
-  group_type type = group_type::has_spare;
-};
-
-// update_sg_wakeup_stats() sums the snapshots of g's workers and classifies
-// the group (group_classify with f.imbalance_pct(sd)): overloaded,
-// fully_busy or has_spare. misfit, imbalanced and asym_packing do not arise
-// on the spawn path (symmetric capacities, no pinning).
-wakeup_group_stats update_sg_wakeup_stats(const placement_request& req, const sched_domain& sd,
-                                          const sched_group& g, const cfs_features& f);
+// update_sg_wakeup_stats() gathers the statistics of group g of sd as the
+// spawn path sees them, into the balancer's sg_lb_stats as the kernel does: a
+// new fiber contributes nothing anywhere yet, so there is nothing "without p"
+// to remove. group_load sums load_avg (blocked load included, the kernel's
+// cpu_load()), whatever the features; group_util, group_runnable,
+// group_capacity, sum_nr_running, idle_cpus and group_weight are filled in
+// and the group is classified (group_classify with f.imbalance_pct(sd)):
+// overloaded, fully_busy or has_spare, since misfit, imbalanced and
+// asym_packing do not arise on the spawn path (symmetric capacities, no
+// pinning). avg_load (group_load * 1024 / capacity) is set for fully_busy
+// and overloaded groups only; the other fields stay 0.
+sg_lb_stats update_sg_wakeup_stats(const placement_request& req, const sched_domain& sd,
+                                   const sched_group& g, const cfs_features& f);
 
 // update_pick_idlest() is true when `candidate` should replace the current
 // `idlest` (the kernel's function, v5.10). A lower group type wins; within a
@@ -138,8 +130,7 @@ wakeup_group_stats update_sg_wakeup_stats(const placement_request& req, const sc
 // idle workers, and with f.idlest_util_tiebreak (seeds/004) equal idle
 // workers and strictly lower group_util; without it, equal idle workers keep
 // the first found.
-bool update_pick_idlest(const wakeup_group_stats& idlest, const wakeup_group_stats& candidate,
-                        const cfs_features& f);
+bool update_pick_idlest(const sg_lb_stats& idlest, const sg_lb_stats& candidate, const cfs_features& f);
 
 // find_idlest_group() returns the group of `sd` a new fiber should go to, or
 // nullptr to stay in the local group (the one holding this_cpu) and look at

@@ -22,8 +22,8 @@
 
 namespace usched {
 
-std::unique_ptr<policy> make_cfs_v59_policy() {
-  return std::make_unique<cfs_policy>("cfs-v5.9", cfs_v59_features());
+std::unique_ptr<policy> make_cfs_v5_9() {
+  return std::make_unique<cfs_policy>("cfs-v5.9", cfs_v5_9_features());
 }
 
 }  // namespace usched

@@ -9,8 +9,14 @@
 namespace usched {
 namespace {
 
+// Places without reading any worker's snapshot; never pulls, never
+// balances; FIFO queues.
+constexpr policy_traits none_traits{.places_without_snapshot = true};
+
 class none_policy final : public policy {
  public:
+  none_policy() noexcept : policy(none_traits) {}
+
   std::string_view name() const noexcept override { return "none"; }
 
   int select_cpu(const placement_request& req) const override {
@@ -20,15 +26,11 @@ class none_policy final : public policy {
     return static_cast<int>(req.random % static_cast<std::uint64_t>(n));
   }
 
-  bool places_without_snapshot() const noexcept override { return true; }
-
   balance_decision find_busiest(const balance_request&) const override { return {}; }
-
-  bool pulls_when_idle() const noexcept override { return false; }
 };
 
 }  // namespace
 
-std::unique_ptr<policy> make_none_policy() { return std::make_unique<none_policy>(); }
+std::unique_ptr<policy> make_none() { return std::make_unique<none_policy>(); }
 
 }  // namespace usched

@@ -1,48 +1,7 @@
-// policy.cpp: names of the policy enums, and the default detach rule.
+// policy.cpp: the default detach rule.
 #include "policy.hpp"
 
 namespace usched {
-
-const char* to_string(migration_type type) noexcept {
-  switch (type) {
-    case migration_type::migrate_load: return "migrate_load";
-    case migration_type::migrate_util: return "migrate_util";
-    case migration_type::migrate_task: return "migrate_task";
-    case migration_type::migrate_misfit: return "migrate_misfit";
-  }
-  return "?";
-}
-
-const char* to_string(group_type type) noexcept {
-  switch (type) {
-    case group_type::has_spare: return "has_spare";
-    case group_type::fully_busy: return "fully_busy";
-    case group_type::misfit_task: return "misfit_task";
-    case group_type::asym_packing: return "asym_packing";
-    case group_type::imbalanced: return "imbalanced";
-    case group_type::overloaded: return "overloaded";
-  }
-  return "?";
-}
-
-const char* to_string(cpu_idle_type type) noexcept {
-  switch (type) {
-    case cpu_idle_type::idle: return "idle";
-    case cpu_idle_type::newly_idle: return "newly_idle";
-    case cpu_idle_type::not_idle: return "not_idle";
-  }
-  return "?";
-}
-
-namespace {
-
-// fits_capacity() of the kernel: `util` fits `capacity` with 20% headroom.
-bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
-  return util * 1280 < capacity * 1024;
-}
-
-}  // namespace
-
 
 detach_verdict policy::can_detach(const fiber_view& f, const detach_env& env) const {
   return kernel_detach_rule(f, env);

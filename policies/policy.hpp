@@ -132,10 +132,6 @@ enum class group_type : std::uint8_t {
   overloaded,    // more fibers than workers and util or runnable above capacity
 };
 
-const char* to_string(migration_type type) noexcept;
-const char* to_string(group_type type) noexcept;
-const char* to_string(cpu_idle_type type) noexcept;
-
 struct balance_request {
   int this_cpu = 0;  // the worker that balances (the destination of any pull)
   cpu_idle_type idle = cpu_idle_type::newly_idle;
@@ -183,6 +179,14 @@ struct detach_verdict {
   long amount = 0;
 };
 
+// fits_capacity() is the kernel's: `util` fits `capacity` with a 20% margin
+// (util * 1280 < capacity * 1024), so a fiber that would keep its worker
+// busier than 80% does not fit (it is "misfit" there).
+inline constexpr bool fits_capacity(unsigned long util, unsigned long capacity) noexcept {
+  constexpr unsigned long margin = 1280;  // capacity_scale plus 25%: 80% of capacity
+  return util * margin < capacity * capacity_scale;
+}
+
 // kernel_detach_rule() is the kernel's detach_tasks() switch on the
 // migration type (v5.10), without cache-hotness: task counts one; util skips
 // a fiber whose util exceeds what is left; load skips one whose load,
@@ -190,22 +194,50 @@ struct detach_verdict {
 // not fit its worker. Policies that vary one case call it for the others.
 detach_verdict kernel_detach_rule(const fiber_view& f, const detach_env& env) noexcept;
 
-class policy {
- public:
-  virtual ~policy() = default;
+// How a policy's worker orders its runqueue.
+enum class queue_discipline : std::uint8_t {
+  fifo,  // first in, first out, with the fixed slice and no load tracking
+  // A worker runs its newest fiber first (spawned and woken fibers go to the
+  // front of its queue; yields and preemptions to the back) and balancing
+  // takes the oldest: the work-stealing deque of Cilk, TBB and Rayon. Fixed
+  // slice, no load tracking.
+  lifo,
+  // Ordered by vruntime with CFS slices and wake-up preemption, with PELT
+  // load tracking.
+  fair,
+};
 
-  // The registered name, as USCHED_POLICY spells it.
-  virtual std::string_view name() const noexcept = 0;
+// The fixed facts about a policy, as data (sched_ext's ops.flags): the
+// engine copies them once when it is built, so nothing on its hot paths asks
+// the policy a virtual question. The policy's decisions are its virtual
+// functions (class policy below). The defaults describe a FIFO policy that
+// never balances.
+struct policy_traits {
+  // The runqueue discipline of every worker.
+  queue_discipline discipline = queue_discipline::fifo;
 
-  // select_cpu() returns the worker that should run a new or woken fiber. It is
-  // not asked about pinned fibers. The result must be a valid worker index.
-  virtual int select_cpu(const placement_request& req) const = 0;
+  // True when the policy pulls work on an idle worker. The runtime then wakes a
+  // parked worker when work queues up behind a busy one, so it can pull; for a
+  // policy that never pulls, that wake-up would be wasted.
+  bool pulls_when_idle = false;
+
+  // True when the policy also balances periodically from each worker's tick
+  // (the CFS family); false for pull-only-when-idle policies.
+  bool balances_periodically = false;
+
+  // Whether the newly-idle balance is rationed as the kernel's is
+  // (newidle_balance(), v5.9/v5.10): run once as the worker goes idle, not
+  // at all when its average idle period is shorter than the migration cost,
+  // and up the chain only while the passes so far cost less than that
+  // period; an idle worker then balances from its tick. False: it retries
+  // while it spins (work stealing).
+  bool rations_newidle = false;
 
   // True when select_cpu() reads nothing of req.cpus but its size (it
   // places by origin, previous worker or chance). The engine then skips the
   // snapshot of every worker it otherwise takes for each spawn and wake-up,
   // and req.cpus holds unspecified values.
-  virtual bool places_without_snapshot() const noexcept { return false; }
+  bool places_without_snapshot = false;
 
   // True when select_cpu(), for a wake-up of a fiber without a preferred
   // node, reads req.cpus only at the workers that share a last-level cache
@@ -217,7 +249,41 @@ class policy {
   // O(workers). A spawn, and a wake-up of a fiber that prefers a node
   // (task_numa_find_cpu() reads every worker of two nodes), still get every
   // worker.
-  virtual bool wake_reads_only_llcs() const noexcept { return false; }
+  bool wake_reads_only_llcs = false;
+
+  // Multiplier of the periodic balance interval while the worker is busy
+  // (sd->busy_factor).
+  unsigned busy_factor = 16;
+
+  // Whether balancing between SMT siblings ignores cache hotness: they share
+  // every cache, so nothing is hot between them (task_hot()'s
+  // SD_SHARE_CPUCAPACITY test, commit ec73240b1627, v5.10). The fair
+  // discipline only: the others never test hotness.
+  bool smt_ignores_cache_hot = true;
+
+  // Whether a busy worker's periodic interval is one tick shorter than
+  // balance_interval x busy_factor (get_sd_balance_interval(), v5.10), so
+  // that the levels do not balance in step.
+  bool shortens_busy_interval = true;
+};
+
+class policy {
+ public:
+  // A policy is built with its traits, which never change afterwards.
+  explicit policy(policy_traits t) noexcept : traits_(t) {}
+  virtual ~policy() = default;
+
+  // The fixed facts about this policy; the engine reads them once.
+  const policy_traits& traits() const noexcept { return traits_; }
+
+  // The registered name, as USCHED_POLICY spells it.
+  virtual std::string_view name() const noexcept = 0;
+
+  // select_cpu() returns the worker that should run a new or woken fiber. It is
+  // not asked about pinned fibers. The result must be a valid worker index.
+  // With traits().places_without_snapshot or wake_reads_only_llcs it reads
+  // no more of req.cpus than those promise.
+  virtual int select_cpu(const placement_request& req) const = 0;
 
   // find_busiest() decides whether, from where and how much this_cpu should
   // pull within req.sd. Called for each level of this_cpu's chain, narrowest
@@ -231,48 +297,8 @@ class policy {
   // whose load, halved for each failed attempt, exceeds it; misfit takes one.
   virtual detach_verdict can_detach(const fiber_view& f, const detach_env& env) const;
 
-  // True when the policy pulls work on an idle worker. The runtime then wakes a
-  // parked worker when work queues up behind a busy one, so it can pull; for a
-  // policy that never pulls, that wake-up would be wasted.
-  virtual bool pulls_when_idle() const noexcept = 0;
-
-  // True when the policy also balances periodically from each worker's tick
-  // (the CFS family); false for pull-only-when-idle policies.
-  virtual bool balances_periodically() const noexcept { return false; }
-
-  // True when runqueues are ordered by vruntime with CFS slices and wake-up
-  // preemption, with PELT load tracking; false for FIFO with the fixed slice
-  // and no load tracking.
-  virtual bool fair_queue() const noexcept { return false; }
-
-  // Only without fair_queue(): true when a worker runs its newest fiber
-  // first (spawned and woken fibers go to the front of its queue; yields and
-  // preemptions to the back) and balancing takes the oldest, the
-  // work-stealing deque of Cilk, TBB and Rayon; false for FIFO.
-  virtual bool lifo_queue() const noexcept { return false; }
-
-  // Multiplier of the periodic balance interval while the worker is busy
-  // (sd->busy_factor).
-  virtual unsigned busy_factor() const noexcept { return 16; }
-
-  // Whether balancing between SMT siblings ignores cache hotness: they share
-  // every cache, so nothing is hot between them (task_hot()'s
-  // SD_SHARE_CPUCAPACITY test, commit ec73240b1627, v5.10). The fair
-  // discipline only: the others never test hotness.
-  virtual bool smt_ignores_cache_hot() const noexcept { return true; }
-
-  // Whether a busy worker's periodic interval is one tick shorter than
-  // balance_interval x busy_factor (get_sd_balance_interval(), v5.10), so
-  // that the levels do not balance in step.
-  virtual bool shortens_busy_interval() const noexcept { return true; }
-
-  // Whether the newly-idle balance is rationed as the kernel's is
-  // (newidle_balance(), v5.9/v5.10): run once as the worker goes idle, not
-  // at all when its average idle period is shorter than the migration cost,
-  // and up the chain only while the passes so far cost less than that
-  // period; an idle worker then balances from its tick. False: it retries
-  // while it spins (work stealing).
-  virtual bool rations_newidle() const noexcept { return false; }
+ private:
+  policy_traits traits_;
 };
 
 // One entry of the registry.

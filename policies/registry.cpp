@@ -7,49 +7,48 @@
 
 #include "cfs_family.hpp"
 #include "policy.hpp"
+#include "steal.hpp"
 
 namespace usched {
 
-std::unique_ptr<policy> make_none_policy();
-std::unique_ptr<policy> make_steal_policy();
-std::unique_ptr<policy> make_steal_lifo_policy();
+std::unique_ptr<policy> make_none();  // none.cpp
 
 namespace {
 
 constexpr std::array policies{
     policy_info{"cfs", "CFS as of v5.10 with the LLC spread fix (seeds/000); the default",
-                &make_cfs_policy},
+                &make_cfs},
     policy_info{"cfs-v5.9", "CFS v5.9: migrate_util at every level, fibers stay stacked (seeds/000)",
-                &make_cfs_v59_policy},
+                &make_cfs_v5_9},
     policy_info{"cfs-v5.9-weight1",
                 "v5.9 + candidate A: migrate_util only when the busiest group has >1 worker (seeds/000)",
-                &make_cfs_v59_single_cpu_spread_policy},
+                &make_cfs_v5_9_weight1},
     policy_info{"cfs-v5.9-idle",
                 "v5.9 + candidate C: no util check when the puller is idle (seeds/000)",
-                &make_cfs_v59_idle_skips_util_policy},
+                &make_cfs_v5_9_idle},
     policy_info{"cfs-v5.9-failshift",
                 "v5.9 + candidate B: util >> nr_balance_failed in detach (seeds/000)",
-                &make_cfs_v59_util_shift_policy},
+                &make_cfs_v5_9_failshift},
     policy_info{"cfs-blocked-load",
                 "v4.11's balancing pass over load including blocked load (seeds/003)",
-                &make_cfs_blocked_load_policy},
+                &make_cfs_blocked_load},
     policy_info{"cfs-runnable-load", "v4.11's balancing pass over runnable load only (seeds/003)",
-                &make_cfs_runnable_load_policy},
+                &make_cfs_runnable_load},
     policy_info{"cfs-no-idlest-util",
                 "cfs without the idlest-group util tie-break of v5.9: forks pack onto fewer workers (seeds/004)",
-                &make_cfs_no_idlest_util_policy},
+                &make_cfs_no_idlest_util},
     policy_info{"cfs-numa-mel", "cfs with Mel Gorman's NUMA idle-worker rule, maymove only (seeds/002)",
-                &make_cfs_numa_mel_policy},
+                &make_cfs_numa_mel},
     policy_info{"cfs-numa-v4.19-rc1",
                 "cfs with v4.19-rc1's NUMA rule: an idle worker of the preferred node taken even if unbalancing (seeds/002)",
-                &make_cfs_numa_v4_19_rc1_policy},
+                &make_cfs_numa_v4_19_rc1},
     policy_info{"none", "no balancing: a fiber runs where it was spawned and returns to its last worker",
-                &make_none_policy},
+                &make_none},
     policy_info{"steal", "randomized work stealing: an idle worker takes half of a victim's queue (Go, Tokio)",
-                &make_steal_policy},
+                &make_steal},
     policy_info{"steal-lifo",
                 "work stealing with a LIFO local queue: newest first, thieves take the oldest (Cilk, Rayon)",
-                &make_steal_lifo_policy},
+                &make_steal_lifo},
 };
 
 }  // namespace

@@ -101,7 +101,7 @@ struct sched_domain {
   unsigned imbalance_pct = 125;    // 110 SMT, 117 LLC, 125 wider
   unsigned min_interval_ms = 1;    // = span weight
   unsigned max_interval_ms = 2;    // = 2 * span weight
-  unsigned busy_factor = 16;       // periodic interval multiplier while busy
+  // (The kernel's sd->busy_factor is the policy's: policy_traits::busy_factor.)
 
   bool has_flag(unsigned f) const noexcept { return (flags & f) != 0; }
 };

@@ -18,8 +18,18 @@
 namespace Catch {
 template <>
 struct StringMaker<usched::cfs::lb_imbalance> {
+  // The kernel's name of a migration type, for failure messages.
+  static const char* name_of(usched::migration_type type) {
+    switch (type) {
+      case usched::migration_type::migrate_load: return "migrate_load";
+      case usched::migration_type::migrate_util: return "migrate_util";
+      case usched::migration_type::migrate_task: return "migrate_task";
+      case usched::migration_type::migrate_misfit: return "migrate_misfit";
+    }
+    return "?";
+  }
   static std::string convert(const usched::cfs::lb_imbalance& x) {
-    return std::string(usched::to_string(x.type)) + "(" + std::to_string(x.imbalance) + ")";
+    return std::string(name_of(x.type)) + "(" + std::to_string(x.imbalance) + ")";
   }
 };
 }  // namespace Catch
@@ -104,12 +114,12 @@ balance_request request(const sched_domain& sd, const std::vector<cpu_snapshot>&
 
 // The variant Chris Mason measured (seeds/000): v5.9, or v5.10-rc1, before
 // the LLC fix.
-cfs_features v59() {
+cfs_features v5_9() {
   cfs_features f;
   f.llc_migrate_task = false;
   f.wide_imbalance_pct = 125;
   f.busy_factor = 32;
-  f.v59_load_detach = true;
+  f.v5_9_load_detach = true;
   f.idlest_util_tiebreak = false;
   return f;
 }
@@ -168,7 +178,7 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
 
   cfs_features runnable_only;
   cfs_features blocked;
-  blocked.group_load_includes_blocked = true;
+  blocked.blocked_load = true;
 
   SECTION("the statistics match the dump") {
     const sg_lb_stats a = cfs::update_sg_lb_stats(req, sd.groups[group_a], false, pct, blocked);
@@ -233,12 +243,12 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
     // one fiber on two workers, v4.11 types every group running two or
     // more "overloaded" (nocap=1 in the dump, B included) and ranks them by
     // avg_load: the load metric decides.
-    cfs_features v411_runnable;
-    v411_runnable.v4_11_balance = true;
-    cfs_features v411_blocked = v411_runnable;
-    v411_blocked.group_load_includes_blocked = true;
+    cfs_features v4_11_runnable;
+    v4_11_runnable.v4_11_balance = true;
+    cfs_features v4_11_blocked = v4_11_runnable;
+    v4_11_blocked.blocked_load = true;
 
-    sd_lb_stats by_runnable = cfs::update_sd_lb_stats(req, v411_runnable);
+    sd_lb_stats by_runnable = cfs::update_sd_lb_stats(req, v4_11_runnable);
     CHECK(by_runnable.busiest == group_a);
     CHECK(by_runnable.v4_11_busiest.type == cfs::v4_11_group::overloaded);
     CHECK(by_runnable.v4_11_busiest.no_capacity);
@@ -250,11 +260,11 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
     // A newly idle destination with room, a busiest group without: forced.
     // The domain's average is 15627 * 1024 / 3534 = 4528; A may give
     // (7380 - 4528) * 1178 / 1024 = 3280, more than a fiber (2830).
-    CHECK(cfs::v4_11_find_imbalance(req, by_runnable, v411_runnable) ==
+    CHECK(cfs::v4_11_find_imbalance(req, by_runnable, v4_11_runnable) ==
           lb_imbalance{migration_type::migrate_load, 3280});
     CHECK(by_runnable.avg_load == 4528);
 
-    sd_lb_stats by_load = cfs::update_sd_lb_stats(req, v411_blocked);
+    sd_lb_stats by_load = cfs::update_sd_lb_stats(req, v4_11_blocked);
     CHECK(by_load.busiest == group_b);
     CHECK(by_load.v4_11_busiest.avg_load == 7849);       // avg=7.666 (to rounding)
     CHECK(by_load.v4_11_busiest.load_per_task == 4515);  // pertask=4.409
@@ -262,7 +272,7 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
     // The averages give (7849 - 5386) * 1178 / 1024 = 2833, less than one
     // of B's fibers (4515): fix_small_imbalance() rounds it up to a whole
     // fiber, B being ahead of the local group by more than one.
-    CHECK(cfs::v4_11_find_imbalance(req, by_load, v411_blocked) ==
+    CHECK(cfs::v4_11_find_imbalance(req, by_load, v4_11_blocked) ==
           lb_imbalance{migration_type::migrate_load, 4515});
 
     // The registered pair, whole passes. Runnable load: CPU017's queued
@@ -368,13 +378,13 @@ TEST_CASE("seed 000: a queued hog next to a newly idle worker, single-worker LLC
   };
 
   SECTION("v5.9: migrate_util of the idle worker's 24 spare units; the hog does not fit") {
-    const auto d = cfs::find_busiest_group(req, v59());
+    const auto d = cfs::find_busiest_group(req, v5_9());
     CHECK(d.busiest == 1);
     CHECK(d.type == migration_type::migrate_util);
     CHECK(d.imbalance == 24);
     CHECK(d.busiest_type == group_type::overloaded);
     CHECK(d.local_type == group_type::has_spare);
-    CHECK_FALSE(cfs::can_detach(hog, env_of(d, cpu_idle_type::newly_idle, 0), v59()).take);
+    CHECK_FALSE(cfs::can_detach(hog, env_of(d, cpu_idle_type::newly_idle, 0), v5_9()).take);
   }
   SECTION("v5.10 with the fix: migrate_task, one fiber, and it is taken") {
     const cfs_features cfs;
@@ -387,8 +397,8 @@ TEST_CASE("seed 000: a queued hog next to a newly idle worker, single-worker LLC
     CHECK(v.amount == 1);
   }
   SECTION("candidate A: single-worker groups spread by count") {
-    cfs_features a = v59();
-    a.util_only_if_busiest_multi_cpu = true;
+    cfs_features a = v5_9();
+    a.weight1_spread = true;
     const auto d = cfs::find_busiest_group(req, a);
     CHECK(d.busiest == 1);
     CHECK(d.type == migration_type::migrate_task);
@@ -396,8 +406,8 @@ TEST_CASE("seed 000: a queued hog next to a newly idle worker, single-worker LLC
     CHECK(cfs::can_detach(hog, env_of(d, cpu_idle_type::newly_idle, 0), a).take);
   }
   SECTION("candidate B: the hog goes once failures shift its util under the spare capacity") {
-    cfs_features b = v59();
-    b.util_shift_by_failures = true;
+    cfs_features b = v5_9();
+    b.failshift_util = true;
     const auto d = cfs::find_busiest_group(req, b);
     REQUIRE(d.type == migration_type::migrate_util);
     REQUIRE(d.imbalance == 24);
@@ -408,7 +418,7 @@ TEST_CASE("seed 000: a queued hog next to a newly idle worker, single-worker LLC
     CHECK(v.amount == 1000);  // the fiber's whole util counts against the imbalance
   }
   SECTION("candidate C: an idle destination skips the util test") {
-    cfs_features c = v59();
+    cfs_features c = v5_9();
     c.idle_skips_util_check = true;
     const auto d = cfs::find_busiest_group(req, c);
     REQUIRE(d.type == migration_type::migrate_util);
@@ -435,8 +445,8 @@ TEST_CASE("seed 000: Chris's SMT box, LLC groups are cores of two threads", "[cf
   fiber_view hog;
   hog.util_avg = 1000;
   hog.load_avg = capacity_scale;
-  cfs_features a = v59();
-  a.util_only_if_busiest_multi_cpu = true;
+  cfs_features a = v5_9();
+  a.weight1_spread = true;
 
   auto env_of = [](const usched::balance_decision& d) {
     detach_env env;
@@ -448,16 +458,16 @@ TEST_CASE("seed 000: Chris's SMT box, LLC groups are cores of two threads", "[cf
   };
 
   SECTION("the SMT level has nothing to pull: the sibling runs a single fiber") {
-    for (const cfs_features& f : {v59(), cfs_features{}, a}) {
+    for (const cfs_features& f : {v5_9(), cfs_features{}, a}) {
       CHECK_FALSE(cfs::find_busiest_group(at_smt, f));
     }
   }
   SECTION("v5.9: migrate_util 24 from worker 2; nothing moves") {
-    const auto d = cfs::find_busiest_group(at_llc, v59());
+    const auto d = cfs::find_busiest_group(at_llc, v5_9());
     CHECK(d.busiest == 2);
     CHECK(d.type == migration_type::migrate_util);
     CHECK(d.imbalance == 24);
-    CHECK_FALSE(cfs::can_detach(hog, env_of(d), v59()).take);
+    CHECK_FALSE(cfs::can_detach(hog, env_of(d), v5_9()).take);
   }
   SECTION("candidate A does not help: the busiest group has two workers") {
     const auto d = cfs::find_busiest_group(at_llc, a);
@@ -603,7 +613,7 @@ TEST_CASE("decision table: local has_spare", "[cfs]") {
     table_env env;
     env.flags = usched::SD_SHARE_PKG_RESOURCES;
     env.prefer_sibling = true;
-    env.features = v59();
+    env.features = v5_9();
     CHECK(decide(spare(1, 1), overloaded(4), env) == util(1024));
   }
   SECTION("x overloaded, no spare capacity left: an idle destination takes one fiber") {
@@ -704,15 +714,16 @@ TEST_CASE("the pipeline classifies and picks from snapshots", "[cfs]") {
   REQUIRE(pct == 117);
 
   SECTION("group_has_capacity and group_is_overloaded at the pct margin") {
+    constexpr auto v5_10 = cfs::capacity_signals::util_and_runnable;
     sg_lb_stats s = group_stats(group_type::has_spare, 3, 0);
     s.group_util = 1750;  // 2048 * 100 = 204800 > 1750 * 117 = 204750
     s.group_runnable = 1750;
-    CHECK(cfs::group_has_capacity(pct, s));
-    CHECK_FALSE(cfs::group_is_overloaded(pct, s));
+    CHECK(cfs::group_has_capacity(pct, s, v5_10));
+    CHECK_FALSE(cfs::group_is_overloaded(pct, s, v5_10));
     CHECK(cfs::group_classify(pct, s) == group_type::has_spare);
     s.group_util = 1751;  // 204800 < 204867
-    CHECK_FALSE(cfs::group_has_capacity(pct, s));
-    CHECK(cfs::group_is_overloaded(pct, s));
+    CHECK_FALSE(cfs::group_has_capacity(pct, s, v5_10));
+    CHECK(cfs::group_is_overloaded(pct, s, v5_10));
     CHECK(cfs::group_classify(pct, s) == group_type::overloaded);
     // One fiber per worker is never overloaded, only fully busy.
     s.sum_nr_running = 2;
@@ -723,6 +734,12 @@ TEST_CASE("the pipeline classifies and picks from snapshots", "[cfs]") {
     CHECK(cfs::group_classify(pct, s) == group_type::fully_busy);
     s.sum_nr_running = 3;
     CHECK(cfs::group_classify(pct, s) == group_type::overloaded);
+    // Before v5.7 (v4.11's balancer) runnable pressure counted for nothing.
+    constexpr auto v4_11 = cfs::capacity_signals::util;
+    CHECK(cfs::group_is_overloaded(pct, s, v5_10));
+    CHECK_FALSE(cfs::group_is_overloaded(pct, s, v4_11));
+    CHECK(cfs::group_has_capacity(pct, s, v4_11));
+    CHECK_FALSE(cfs::group_has_capacity(pct, s, v5_10));
   }
 
   SECTION("update_sg_lb_stats: loads, idle workers, misfit only away from the destination") {
@@ -742,7 +759,7 @@ TEST_CASE("the pipeline classifies and picks from snapshots", "[cfs]") {
     CHECK(g.group_misfit_task_load == 700);
     CHECK(g.type == group_type::misfit_task);
     cfs_features blocked;
-    blocked.group_load_includes_blocked = true;
+    blocked.blocked_load = true;
     CHECK(cfs::update_sg_lb_stats(req, sd.groups[1], false, pct, blocked).group_load == 2500);
     const sg_lb_stats local = cfs::update_sg_lb_stats(req, sd.groups[0], true, pct, f);
     CHECK(local.group_misfit_task_load == 0);
@@ -903,7 +920,7 @@ TEST_CASE("can_detach: load, util, task, misfit and cache-hot rules", "[cfs]") {
     CHECK(cfs::can_detach(fiber, env, f).amount == 1024);
   }
   SECTION("migrate_load, v5.9: half the load, until failures exceed cache_nice_tries") {
-    const cfs_features f = v59();
+    const cfs_features f = v5_9();
     CHECK_FALSE(take(f, 0));
     CHECK_FALSE(take(f, 1));
     CHECK(take(f, 2));

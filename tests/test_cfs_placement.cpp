@@ -206,11 +206,11 @@ TEST_CASE("seed 004: more idle workers beats lower utilization", "[cfs][placemen
 
 TEST_CASE("seed 004: update_pick_idlest cell by cell", "[cfs][placement]") {
   using usched::group_type;
-  cfs::wakeup_group_stats idlest;
+  cfs::sg_lb_stats idlest;
   idlest.type = group_type::has_spare;
   idlest.idle_cpus = 2;
   idlest.group_util = 500;
-  cfs::wakeup_group_stats cand = idlest;
+  cfs::sg_lb_stats cand = idlest;
   const cfs_features on = with_tiebreak(true);
   const cfs_features off = with_tiebreak(false);
 
@@ -560,11 +560,11 @@ TEST_CASE("wake_affine: WA_WEIGHT picks the lighter side", "[cfs][placement]") {
     // A fiber of load 100: (1024 + 100) * 100 = 112400 against
     // (1124 - 100) * 108 = 110592, or * 112 = 114688.
     m.run(0, 1024).run(4, 1124);
-    cfs_features v510;
-    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v510) == 4);
-    cfs_features v59;
-    v59.wide_imbalance_pct = 125;
-    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v59) == 0);
+    cfs_features v5_10;
+    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v5_10) == 4);
+    cfs_features v5_9;
+    v5_9.wide_imbalance_pct = 125;
+    CHECK(cfs::wake_affine(m.wake(0, 4, fiber_of(100)), pkg, 0, 4, v5_9) == 0);
   }
 }
 

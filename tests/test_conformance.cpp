@@ -389,7 +389,7 @@ namespace {
 
 // The order in which one worker first runs `n` fibers that the fiber running
 // there spawns in a burst before it joins them, derived from the policy's
-// queue discipline (usched::policy::fair_queue / lifo_queue):
+// queue discipline (usched::policy_traits::discipline):
 //  - LIFO: every spawn goes to the front of the queue: newest first.
 //  - FIFO: the newest local spawn takes the runnext slot at the head and the
 //    one that held it goes to the back: the last spawn first, then the others
@@ -404,7 +404,7 @@ namespace {
 std::vector<int> expected_spawn_order(const usched::policy& p, const usched::options& o, int n) {
   std::vector<int> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  if (p.fair_queue()) {
+  if (p.traits().discipline == usched::queue_discipline::fair) {
     const auto debit = [&](int i) {
       const auto nr = static_cast<unsigned>(i) + 2;
       const long nr_latency = (o.cfs_latency.count() + o.cfs_min_granularity.count() - 1) / o.cfs_min_granularity.count();
@@ -413,7 +413,7 @@ std::vector<int> expected_spawn_order(const usched::policy& p, const usched::opt
                  : o.cfs_latency.count() / static_cast<long>(nr);
     };
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return debit(a) < debit(b); });
-  } else if (p.lifo_queue()) {
+  } else if (p.traits().discipline == usched::queue_discipline::lifo) {
     std::reverse(order.begin(), order.end());
   } else {
     std::rotate(order.begin(), order.end() - 1, order.end());
@@ -523,7 +523,7 @@ TEST_CASE("conformance: a fork-join tree keeps few fibers alive with the join ha
     CHECK(fibers == (leaves * 10 - 1) / 9);  // 1 + 10 + ... + leaves
     if (handoff) {
       CHECK(peak.load() <= 1 + levels * 10);
-    } else if (!usched::make_policy(policy)->lifo_queue()) {
+    } else if (usched::make_policy(policy)->traits().discipline != usched::queue_discipline::lifo) {
       // FIFO and fair queues run the tree breadth-first without it: at
       // least half the leaves are spawned before they run (FIFO: all of
       // them; CFS: 9,011, the shrinking START_DEBIT runs some early).

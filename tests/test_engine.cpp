@@ -517,17 +517,17 @@ TEST_CASE("engine: between SMT siblings a cache-hot fiber moves under cfs (v5.10
 TEST_CASE("engine: the periodic interval is busy_factor times longer on a busy worker, one tick less since v5.10",
           "[engine][cfs]") {
   constexpr std::int64_t ms = 1'000'000;
-  engine v510 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
-  engine v59 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs-v5.9");
+  engine v5_10 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs");
+  engine v5_9 = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs-v5.9");
   usched::detail::sd_balance_state st;
   st.balance_interval_ns = 2 * ms;  // the LLC's min_interval: its 2 workers
-  CHECK(test_access::balance_interval(v510, st, false) == 2 * ms);
-  CHECK(test_access::balance_interval(v510, st, true) == 2 * 16 * ms - ms);
-  CHECK(test_access::balance_interval(v59, st, true) == 2 * 32 * ms);
+  CHECK(test_access::balance_interval(v5_10, st, false) == 2 * ms);
+  CHECK(test_access::balance_interval(v5_10, st, true) == 2 * 16 * ms - ms);
+  CHECK(test_access::balance_interval(v5_9, st, true) == 2 * 32 * ms);
   // max_load_balance_interval: 100 ms per CPU.
   st.balance_interval_ns = 1000 * ms;
-  CHECK(test_access::balance_interval(v510, st, false) == 200 * ms);
-  CHECK(test_access::balance_interval(v59, st, true) == 200 * ms);
+  CHECK(test_access::balance_interval(v5_10, st, false) == 200 * ms);
+  CHECK(test_access::balance_interval(v5_9, st, true) == 200 * ms);
 }
 
 TEST_CASE("engine: a level this worker may not balance counts as balanced and ends the tick's climb",
@@ -1593,7 +1593,7 @@ TEST_CASE("engine: should_preempt is a wake-up's request or a used-up slice with
 
 TEST_CASE("engine: a CFS wake-up placed from its LLCs' snapshots alone chooses as from every worker's",
           "[engine][cfs][placement]") {
-  // policy::wake_reads_only_llcs(): the engine snapshots only the LLCs of
+  // policy_traits::wake_reads_only_llcs: the engine snapshots only the LLCs of
   // the waker's worker and of the fiber's previous one. Two engines made
   // and loaded alike place the same wake-ups, one with every entry of its
   // snapshot space fresh beforehand and the other with garbage in it: any

@@ -37,8 +37,8 @@ TEST_CASE("registry lists every policy in order and rejects unknown names", "[po
   CHECK(reg[10].name == "none");
   CHECK(reg[11].name == "steal");
   CHECK(reg[12].name == "steal-lifo");
-  CHECK(usched::make_policy("steal-lifo")->lifo_queue());
-  CHECK_FALSE(usched::make_policy("steal")->lifo_queue());
+  CHECK(usched::make_policy("steal-lifo")->traits().discipline == usched::queue_discipline::lifo);
+  CHECK_FALSE(usched::make_policy("steal")->traits().discipline == usched::queue_discipline::lifo);
   for (const auto& p : reg) {
     CHECK(usched::make_policy(p.name)->name() == p.name);
     CHECK_FALSE(p.summary.empty());
@@ -46,6 +46,48 @@ TEST_CASE("registry lists every policy in order and rejects unknown names", "[po
   CHECK_THROWS_AS(usched::make_policy("cfs-v2.6"), usched::config_error);
   CHECK_THROWS_WITH(usched::make_policy(""),
                     Catch::StartsWith("USCHED_POLICY='' is not a registered policy; choose one of: cfs, "));
+}
+
+TEST_CASE("each policy's traits: the queue discipline, when it balances, what placement reads", "[policy]") {
+  using usched::queue_discipline;
+  // The kernel's busy-interval multiplier, 16 since v5.10 (32 before): the
+  // default of every policy.
+  CHECK(usched::policy_traits{}.busy_factor == 16);
+
+  const usched::policy_traits cfs = usched::make_policy("cfs")->traits();
+  CHECK(cfs.discipline == queue_discipline::fair);
+  CHECK(cfs.pulls_when_idle);
+  CHECK(cfs.balances_periodically);
+  CHECK(cfs.rations_newidle);
+  CHECK_FALSE(cfs.places_without_snapshot);
+  CHECK(cfs.wake_reads_only_llcs);
+  CHECK(cfs.busy_factor == 16);
+  CHECK(cfs.smt_ignores_cache_hot);
+  CHECK(cfs.shortens_busy_interval);
+
+  // v5.9 and the variants built on it: busy_factor 32, hot fibers held
+  // between SMT siblings, the full busy interval.
+  for (const char* name : {"cfs-v5.9", "cfs-v5.9-weight1", "cfs-v5.9-idle", "cfs-v5.9-failshift",
+                           "cfs-blocked-load", "cfs-runnable-load"}) {
+    CAPTURE(name);
+    const usched::policy_traits t = usched::make_policy(name)->traits();
+    CHECK(t.discipline == queue_discipline::fair);
+    CHECK(t.balances_periodically);
+    CHECK(t.busy_factor == 32);
+    CHECK_FALSE(t.smt_ignores_cache_hot);
+    CHECK_FALSE(t.shortens_busy_interval);
+  }
+
+  for (const char* name : {"none", "steal", "steal-lifo"}) {
+    CAPTURE(name);
+    const usched::policy_traits t = usched::make_policy(name)->traits();
+    CHECK(t.places_without_snapshot);
+    CHECK_FALSE(t.balances_periodically);
+    CHECK_FALSE(t.rations_newidle);
+    CHECK_FALSE(t.wake_reads_only_llcs);
+  }
+  CHECK(usched::make_policy("none")->traits().discipline == queue_discipline::fifo);
+  CHECK(usched::make_policy("steal")->traits().discipline == queue_discipline::fifo);
 }
 
 TEST_CASE("none places locally and returns woken fibers to their worker", "[policy][none]") {
@@ -67,7 +109,7 @@ TEST_CASE("none places locally and returns woken fibers to their worker", "[poli
   req.prev = -1;
   req.random = 6;
   CHECK(pol->select_cpu(req) == 2);  // from outside: random % workers
-  CHECK_FALSE(pol->pulls_when_idle());
+  CHECK_FALSE(pol->traits().pulls_when_idle);
   usched::balance_request b;
   b.sd = &tree.per_cpu[1][0];
   b.cpus = snap;
@@ -78,7 +120,7 @@ TEST_CASE("none places locally and returns woken fibers to their worker", "[poli
 TEST_CASE("steal places on the waker and takes half of a victim's movable queue", "[policy][steal]") {
   const auto tree = tree_of("pack:1 core:4 pu:1", 4);
   const auto pol = usched::make_policy("steal");
-  CHECK(pol->pulls_when_idle());
+  CHECK(pol->traits().pulls_when_idle);
 
   auto snap = cpus({0, 0, 5, 0});
   usched::placement_request req;

@@ -83,7 +83,6 @@ void check_domain_invariants(const domain_tree& tree, std::size_t owner, const s
   CHECK(std::find(local.begin(), local.end(), static_cast<int>(owner)) != local.end());
   CHECK(sd.min_interval_ms == sd.span.size());
   CHECK(sd.max_interval_ms == 2 * sd.span.size());
-  CHECK(sd.busy_factor == 16);
 }
 
 void check_tree_invariants(const domain_tree& tree) {

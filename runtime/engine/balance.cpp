@@ -29,7 +29,7 @@ unsigned cache_nice_tries(const sched_domain& sd) noexcept {
 
 unsigned engine::idle_balance(int cpu, const now_source& now, std::uint64_t random,
                               std::vector<cpu_snapshot>& scratch, bool kicked) {
-  if (!pulls_when_idle_ || !overloaded()) return 0;
+  if (!traits_.pulls_when_idle || !overloaded()) return 0;
   return newidle_balance(cpu, now, random, scratch, kicked);
 }
 
@@ -41,7 +41,7 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   const std::int64_t avg_idle = q.avg_idle.load(std::memory_order_relaxed);
   // A pull kick's pass (wake_result::pull) is not rationed.
-  const bool rationed = rations_newidle_ && !kicked;
+  const bool rationed = traits_.rations_newidle && !kicked;
   if (rationed) {
     // The kernel's newidle_balance(): a worker whose idle periods are on
     // average shorter than a migration is worth does not balance at all.
@@ -57,9 +57,9 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
     // Up the chain only while the expected cost fits the expected idle
     // time.
     if (rationed && avg_idle < curr_cost + st.max_newidle_lb_cost) break;
-    const std::int64_t t0 = rations_newidle_ && now.measures() ? now.fresh() : 0;
+    const std::int64_t t0 = traits_.rations_newidle && now.measures() ? now.fresh() : 0;
     const unsigned n = load_balance(cpu, level, cpu_idle_type::newly_idle, now, random, scratch);
-    if (rations_newidle_) {
+    if (traits_.rations_newidle) {
       const std::int64_t cost =
           now.measures() ? now.fresh() - t0
                          : cfg_.balance_pass_per_cpu_ns * static_cast<std::int64_t>(chain[level].span.size());
@@ -211,8 +211,8 @@ bool engine::should_we_balance(int cpu, std::size_t level, cpu_idle_type idle) c
 std::int64_t engine::balance_interval(const sd_balance_state& st, bool busy) const noexcept {
   std::int64_t interval = st.balance_interval_ns;
   if (busy) {
-    interval *= policy_->busy_factor();
-    if (shortens_busy_interval_) interval -= cfg_.tick_ns;
+    interval *= traits_.busy_factor;
+    if (traits_.shortens_busy_interval) interval -= cfg_.tick_ns;
   }
   const std::int64_t max_interval = static_cast<std::int64_t>(nr_cpus()) * 100 * ns_per_ms;
   return std::clamp(interval, cfg_.tick_ns, std::max(cfg_.tick_ns, max_interval));
@@ -236,7 +236,7 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
   // SMT siblings, which share every cache (task_hot()); the policy says
   // whether it follows that.
   const bool hot_check =
-      fair_ && sd && !(sd->has_flag(SD_SHARE_CPUCAPACITY) && smt_ignores_cache_hot_);
+      fair_ && sd && !(sd->has_flag(SD_SHARE_CPUCAPACITY) && traits_.smt_ignores_cache_hot);
   unsigned n = 0;
   src.lock.lock();
   if (tracks_load()) {
@@ -361,7 +361,7 @@ void engine::rebalance_domains(int cpu, const now_source& now, std::uint64_t ran
   unsigned pulled = 0;
   // The longest newly-idle pass of each level decays by 253/256 once a
   // second (about 1%), and the chain's sum bounds the idle average.
-  if (rations_newidle_) {
+  if (traits_.rations_newidle) {
     std::int64_t max_cost = 0;
     bool decayed = false;
     for (std::size_t level = 0; level < chain.size(); ++level) {

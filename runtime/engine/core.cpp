@@ -26,7 +26,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   const bool stayed = stays_unbalanced(kind, *se, origin);
   const unsigned queued = enqueue(r.cpu, se, how, now);
   r.notify = how != enqueue_kind::spawn_local;
-  r.kick = queued > 0 && pulls_when_idle_ && !rq(r.cpu).idle.load(std::memory_order_relaxed);
+  r.kick = queued > 0 && traits_.pulls_when_idle && !rq(r.cpu).idle.load(std::memory_order_relaxed);
   // A work stealer's spinning worker finds the fiber by itself: a plain kick.
   r.pull = r.kick && stayed && !idle_pulls_by_itself();
   return r;
@@ -277,12 +277,12 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
                                 std::vector<cpu_snapshot>& scratch, bool kicked) {
   runqueue& q = rq(cpu);
   if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) {
-    if (rations_newidle_) close_idle_period(q, now);
+    if (traits_.rations_newidle) close_idle_period(q, now);
     return se;
   }
   // Going idle: the idle period starts (newidle_balance() stamps it first
   // thing, whether or not it balances).
-  if (rations_newidle_ && q.idle_stamp.load(std::memory_order_relaxed) == 0) {
+  if (traits_.rations_newidle && q.idle_stamp.load(std::memory_order_relaxed) == 0) {
     q.idle_stamp.store(std::max<std::int64_t>(1, now()), std::memory_order_relaxed);
   }
   if (idle_balance(cpu, now, random, scratch, kicked) == 0) return nullptr;
@@ -300,7 +300,7 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     q.lock.unlock();
   }
   tick_result r;
-  if (policy_->balances_periodically()) rebalance_domains(cpu, now, random, scratch, r);
+  if (traits_.balances_periodically) rebalance_domains(cpu, now, random, scratch, r);
   return r;
 }
 

@@ -30,9 +30,6 @@ constexpr unsigned llc_imbalance_pct = 117;
 constexpr unsigned default_imbalance_pct = 117;
 // min_interval = span weight (ms), max_interval = 2 * span weight.
 constexpr unsigned max_interval_per_min = 2;
-// The busy-balance interval multiplier: 16, the kernel's value since it was
-// lowered from 32 so that busy CPUs balance sooner.
-constexpr unsigned default_busy_factor = 16;
 
 // One candidate level: the level it becomes, and the worker_place field whose
 // equal (known) values make up its span; nullptr for the whole machine.
@@ -308,7 +305,6 @@ domain_tree build_domains(const std::vector<detail::worker_place>& places) {
       sd.imbalance_pct = imbalance_pct_for(sd.flags);
       sd.min_interval_ms = weight;
       sd.max_interval_ms = max_interval_per_min * weight;
-      sd.busy_factor = default_busy_factor;
       tree.per_cpu[w].push_back(std::move(sd));
     }
   }

@@ -11,15 +11,10 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
     : domains_(std::move(domains)),
       policy_(std::move(pol)),
       cfg_(cfg),
-      fair_(policy_->fair_queue()),
-      lifo_(!fair_ && policy_->lifo_queue()),
+      traits_(policy_->traits()),
+      fair_(traits_.discipline == queue_discipline::fair),
+      lifo_(traits_.discipline == queue_discipline::lifo),
       tracks_load_(fair_ && cfg_.load_tracking),
-      places_without_snapshot_(policy_->places_without_snapshot()),
-      wake_reads_only_llcs_(policy_->wake_reads_only_llcs()),
-      pulls_when_idle_(policy_->pulls_when_idle()),
-      smt_ignores_cache_hot_(policy_->smt_ignores_cache_hot()),
-      shortens_busy_interval_(policy_->shortens_busy_interval()),
-      rations_newidle_(policy_->rations_newidle()),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   // The granularities grow with the machine (update_sysctl()); sched_nr_

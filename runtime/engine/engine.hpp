@@ -94,7 +94,7 @@ class engine {
   // of its spin (idle_poll(): the work stealers), and so finds fibers queued
   // elsewhere without being told. The CFS family's idle workers balance
   // only when kicked or at their tick.
-  bool idle_pulls_by_itself() const noexcept { return pulls_when_idle_ && !rations_newidle_; }
+  bool idle_pulls_by_itself() const noexcept { return traits_.pulls_when_idle && !traits_.rations_newidle; }
 
   // ---- events: what a backend calls -----------------------------------------
   //
@@ -178,7 +178,7 @@ class engine {
   // balances again only from its tick (tick(), as CPU_IDLE) or when a busy
   // one kicks it.
   unsigned idle_poll(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
-    return rations_newidle_ ? 0 : idle_balance(cpu, now, random, scratch);
+    return traits_.rations_newidle ? 0 : idle_balance(cpu, now, random, scratch);
   }
 
   // tick() is the per-worker periodic work, called by the running worker
@@ -362,7 +362,7 @@ class engine {
   void snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now) const;
   // snapshot_llcs() fills only the entries of the workers that share a
   // last-level cache with a or b (each of them included; -1: none), for a
-  // wake-up placement that reads nothing else (policy::wake_reads_only_llcs).
+  // wake-up placement that reads nothing else (policy_traits::wake_reads_only_llcs).
   void snapshot_llcs(std::vector<cpu_snapshot>& out, const now_source& now, int a, int b) const;
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
   void apply_effects(const placement_effects& fx, sched_entity& se, int origin, bool by_origin) noexcept;
@@ -459,15 +459,12 @@ class engine {
   domain_tree domains_;
   std::unique_ptr<usched::policy> policy_;
   engine_config cfg_;
+  // The policy's fixed facts, read once; the disciplines and load tracking
+  // follow from them and the configuration.
+  policy_traits traits_;
   bool fair_;
-  bool lifo_;  // LIFO discipline (policy::lifo_queue()), never with fair_
+  bool lifo_;  // LIFO discipline, never with fair_
   bool tracks_load_;
-  bool places_without_snapshot_;  // the policy's, asked once
-  bool wake_reads_only_llcs_;     // the policy's, asked once
-  bool pulls_when_idle_;  // the policy's, asked once
-  bool smt_ignores_cache_hot_;  // the policy's, asked once
-  bool shortens_busy_interval_;  // the policy's, asked once
-  bool rations_newidle_;         // the policy's, asked once
   // has_idle_cores of each LLC (sd_llc_shared), indexed by the LLC's first
   // worker; each worker's LLC level in its chain (sd_llc; -1 for none), and
   // its SMT siblings (empty without SMT). Wake-up placement reads the hint,

@@ -45,7 +45,7 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
   r.notify = false;
   // The joiner runs next, in the exiting fiber's place: only others queued
   // behind it are work for an idle worker.
-  r.kick = queued > 1 && pulls_when_idle_ && !rq(cpu).idle.load(std::memory_order_relaxed);
+  r.kick = queued > 1 && traits_.pulls_when_idle && !rq(cpu).idle.load(std::memory_order_relaxed);
   return r;
 }
 
@@ -106,7 +106,7 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
   r.next = joiner;
-  r.kick = queued > 0 && pulls_when_idle_;
+  r.kick = queued > 0 && traits_.pulls_when_idle;
   return r;
 }
 

@@ -103,9 +103,9 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   // workers pull it. A fiber that prefers a node is still placed.
   if (stays_unbalanced(kind, se, origin)) return origin;
   const int prev = kind == placement_kind::wake ? se.cpu.load(std::memory_order_relaxed) : -1;
-  if (places_without_snapshot_) {
+  if (traits_.places_without_snapshot) {
     if (scratch.size() != nr_cpus()) scratch.resize(nr_cpus());
-  } else if (kind == placement_kind::wake && wake_reads_only_llcs_ && se.preferred_node < 0) {
+  } else if (kind == placement_kind::wake && traits_.wake_reads_only_llcs && se.preferred_node < 0) {
     snapshot_llcs(scratch, now, origin, prev);
   } else {
     snapshot(scratch, now);
@@ -118,7 +118,7 @@ int engine::select_cpu(placement_kind kind, sched_entity& se, int origin, std::u
   req.cpus = scratch;
   req.domains = &domains_;
   req.random = random;
-  if (origin >= 0 && !places_without_snapshot_) {
+  if (origin >= 0 && !traits_.places_without_snapshot) {
     const runqueue& mine = rq(origin);
     scratch[static_cast<std::size_t>(origin)].avg_idle_ns = mine.avg_idle.load(std::memory_order_relaxed);
     scratch[static_cast<std::size_t>(origin)].avg_scan_cost_ns = mine.avg_scan_cost.load(std::memory_order_relaxed);

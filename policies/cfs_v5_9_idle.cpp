@@ -1,4 +1,4 @@
-// cfs_v5_9_idle_skips_util.cpp: `cfs-v5.9-idle`, candidate fix C of
+// cfs_v5_9_idle.cpp: `cfs-v5.9-idle`, candidate fix C of
 // seeds/000 (Rik van Riel): v5.9, except that detach skips the util check
 // when the destination is idle (env->idle != CPU_NOT_IDLE), so an idle
 // worker takes a CPU-bound fiber whatever its util.
@@ -10,8 +10,8 @@
 
 namespace usched {
 
-std::unique_ptr<policy> make_cfs_v59_idle_skips_util_policy() {
-  cfs_features f = cfs_v59_features();
+std::unique_ptr<policy> make_cfs_v5_9_idle() {
+  cfs_features f = cfs_v5_9_features();
   f.idle_skips_util_check = true;
   return std::make_unique<cfs_policy>("cfs-v5.9-idle", f);
 }

@@ -1,4 +1,4 @@
-// cfs_v5_9_single_cpu_spread.cpp: `cfs-v5.9-weight1`, candidate fix A of
+// cfs_v5_9_weight1.cpp: `cfs-v5.9-weight1`, candidate fix A of
 // seeds/000 (Vincent Guittot's first patch): v5.9, except that migrate_util
 // is used only when the busiest group has more than one worker
 // (busiest->group_weight > 1); a busiest group of a single worker is
@@ -12,9 +12,9 @@
 
 namespace usched {
 
-std::unique_ptr<policy> make_cfs_v59_single_cpu_spread_policy() {
-  cfs_features f = cfs_v59_features();
-  f.util_only_if_busiest_multi_cpu = true;
+std::unique_ptr<policy> make_cfs_v5_9_weight1() {
+  cfs_features f = cfs_v5_9_features();
+  f.weight1_spread = true;
   return std::make_unique<cfs_policy>("cfs-v5.9-weight1", f);
 }
 

@@ -1,4 +1,4 @@
-// cfs_v5_9_util_shift.cpp: `cfs-v5.9-failshift`, candidate fix B of
+// cfs_v5_9_failshift.cpp: `cfs-v5.9-failshift`, candidate fix B of
 // seeds/000 (Vincent Guittot): v5.9, except that detach compares a fiber's
 // util shifted right by the level's nr_balance_failed with the imbalance,
 // as v5.10 does for migrate_load: each failed periodic attempt halves the
@@ -11,9 +11,9 @@
 
 namespace usched {
 
-std::unique_ptr<policy> make_cfs_v59_util_shift_policy() {
-  cfs_features f = cfs_v59_features();
-  f.util_shift_by_failures = true;
+std::unique_ptr<policy> make_cfs_v5_9_failshift() {
+  cfs_features f = cfs_v5_9_features();
+  f.failshift_util = true;
   return std::make_unique<cfs_policy>("cfs-v5.9-failshift", f);
 }
 
