@@ -1,10 +1,12 @@
 // Conformance: every registered policy, with 1, 2, 4 and 8 workers, must run
-// every fiber exactly once and keep every primitive's contract.
+// every fiber exactly once, keep every primitive's contract, and give every
+// fiber and stack back to its pool by the time the runtime is destroyed.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <exception>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include "engine.hpp"
 #include "policy.hpp"
+#include "runtime_impl.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -23,12 +26,49 @@ namespace {
 using usched::test::all_configs;
 using usched::test::label;
 
+// pool_books is the check every configuration ends with: every fiber and
+// every stack the runtime handed out is back in its pool when it is
+// destroyed (marl's tracked allocator, applied to fibers). Made just before
+// the runtime it watches, it is destroyed just after it: the runtime's
+// destructor writes the stack pool's ledger once its workers have stopped
+// and returned their fiber caches, and this destructor checks it.
+class pool_books {
+ public:
+  pool_books() = default;
+  pool_books(const pool_books&) = delete;
+  pool_books& operator=(const pool_books&) = delete;
+
+  // watch() asks `rt` for its ledger at teardown; the runtime's internals
+  // are reached from one of its own fibers.
+  void watch(usched::runtime& rt) {
+    usched::detail::runtime_impl* impl = rt.run([] { return &usched::detail::worker_of_this_thread()->rt(); });
+    impl->record_books_at_teardown(&books_);
+    watching_ = true;
+  }
+
+  ~pool_books() {
+    // A test already failing with an exception has said what went wrong.
+    if (!watching_ || std::uncaught_exceptions() > 0) return;
+    INFO("stacks mapped " << books_.mapped << ", pooled " << books_.pooled << "; handed out "
+                          << books_.handed_out << ", returned " << books_.returned);
+    CHECK(books_.handed_out > 0);  // the ledger was written (watch() itself ran a fiber)
+    CHECK(books_.handed_out == books_.returned);
+    CHECK(books_.pooled == books_.mapped);
+  }
+
+ private:
+  usched::detail::stack_pool::ledger books_;
+  bool watching_ = false;
+};
+
 }  // namespace
 
 TEST_CASE("conformance: 200000 spawned and joined fibers give the exact sum", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   constexpr std::uint64_t total = 200'000 / usched::test::volume_divisor;
   constexpr std::uint64_t batch = 1'000;
   const std::uint64_t sum = rt.run([] {
@@ -50,7 +90,9 @@ TEST_CASE("conformance: 200000 spawned and joined fibers give the exact sum", "[
 TEST_CASE("conformance: spawning from a plain thread and from fibers", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   std::vector<usched::join_handle<int>> hs;
   for (int i = 0; i < 1000; ++i) {
     hs.push_back(rt.spawn([i] {
@@ -66,7 +108,9 @@ TEST_CASE("conformance: spawning from a plain thread and from fibers", "[conform
 TEST_CASE("conformance: ping-pong between fibers on different workers", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   const int last = static_cast<int>(c.workers) - 1;
   usched::channel<int> ping(0), pong(0);
   constexpr int rounds = 5'000 / usched::test::volume_divisor;
@@ -95,7 +139,9 @@ TEST_CASE("conformance: ping-pong between fibers on different workers", "[confor
 TEST_CASE("conformance: 1000 fibers x 1000 increments under usched::mutex", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   usched::mutex m;
   long counter = 0;
   rt.run([&] {
@@ -117,7 +163,9 @@ TEST_CASE("conformance: 1000 fibers x 1000 increments under usched::mutex", "[co
 TEST_CASE("conformance: condition-variable producer/consumer", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   usched::mutex m;
   usched::condition_variable not_empty, not_full;
   std::deque<int> q;
@@ -160,7 +208,9 @@ TEST_CASE("conformance: MPMC channel delivers every item exactly once", "[confor
   const auto c = GENERATE(from_range(all_configs()));
   const std::size_t capacity = GENERATE(0u, 1u, 64u);
   INFO(label(c) << " capacity=" << capacity);
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   usched::channel<int> ch(capacity);
   constexpr int producers = 4, consumers = 4, per_producer = 5'000;
   std::vector<std::atomic<int>> seen(producers * per_producer);
@@ -197,7 +247,9 @@ TEST_CASE("conformance: MPMC channel delivers every item exactly once", "[confor
 TEST_CASE("conformance: sleeping fibers wake in deadline order, never early", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   const bool fifo = c.policy == "none" || c.policy == "steal";
   usched::mutex m;
   std::vector<int> order;
@@ -235,7 +287,9 @@ TEST_CASE("conformance: sleeping fibers wake in deadline order, never early", "[
 TEST_CASE("conformance: an exception propagates through join", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   auto h = rt.spawn([]() -> int { throw std::runtime_error("boom"); });
   CHECK_THROWS_WITH(h.join(), "boom");
   CHECK_THROWS_WITH(rt.run([] {
@@ -248,7 +302,9 @@ TEST_CASE("conformance: an exception propagates through join", "[conformance]") 
 TEST_CASE("conformance: pinned fibers only ever run on their worker", "[conformance]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
+  pool_books books;
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  books.watch(rt);
   std::atomic<int> wrong{0};
   std::atomic<int> runs{0};
   usched::mutex m;
@@ -316,7 +372,9 @@ TEST_CASE("conformance: a spawn whose callable blocks while it is moved into the
   std::vector<int> runs(n, 0);
   int moved_across = 0;
   {
+    pool_books books;
     usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    books.watch(rt);
     rt.run([&] {
       usched::channel<int> req[2] = {usched::channel<int>(0), usched::channel<int>(0)};
       usched::channel<int> rep[2] = {usched::channel<int>(0), usched::channel<int>(0)};
@@ -349,7 +407,9 @@ TEST_CASE("conformance: the destructor waits for detached fibers", "[conformance
   INFO(label(c));
   std::atomic<int> finished{0};
   {
+    pool_books books;
     usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    books.watch(rt);
     for (int i = 0; i < 100; ++i) {
       rt.spawn([&] {
         usched::this_fiber::sleep_for(5ms);
@@ -377,7 +437,9 @@ TEST_CASE("conformance: the destructor waits for a chain of fibers each spawning
   INFO(label(c));
   std::atomic<int> ran{0};
   {
+    pool_books books;
     usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    books.watch(rt);
     rt.spawn([&] { spawn_chain(ran, 5000); }).detach();
   }
   CHECK(ran.load() == 5000);
@@ -439,7 +501,9 @@ TEST_CASE("conformance: one worker runs a burst of local spawns in its disciplin
   o.join_handoff = false;
   // Enough fibers for both CFS regimes: debits that shrink, then equal ones.
   constexpr int n = 12;
+  pool_books books;
   usched::runtime rt(o);
+  books.watch(rt);
   std::vector<int> order;
   rt.run([&] {
     std::vector<usched::join_handle<void>> hs;
@@ -455,7 +519,9 @@ TEST_CASE("conformance: with the join hand-off, one worker runs joined fibers in
   usched::options o = usched::test::make_options(policy, 1);
   REQUIRE(o.join_handoff);
   constexpr int n = 12;
+  pool_books books;
   usched::runtime rt(o);
+  books.watch(rt);
   // -1 marks the joiner running between two joins: each join hands the
   // worker to the joined fiber, its exit hands it back.
   std::vector<int> events;
@@ -495,7 +561,9 @@ TEST_CASE("conformance: a fork-join tree keeps few fibers alive with the join ha
     INFO("join_handoff=" << handoff);
     usched::options o = usched::test::make_options(policy, 1);
     o.join_handoff = handoff;
+    pool_books books;
     usched::runtime rt(o);
+    books.watch(rt);
     // Alive from its spawn to its end: what holds a stack.
     std::atomic<long> live{1};
     std::atomic<long> peak{1};
@@ -536,7 +604,9 @@ TEST_CASE("conformance: a rendezvous send returns once the receiver has the valu
           "[conformance]") {
   const std::string policy = GENERATE(from_range(usched::policy_names()));
   INFO("policy=" << policy);
+  pool_books books;
   usched::runtime rt(usched::test::make_options(policy, 1));
+  books.watch(rt);
   rt.run([] {
     usched::channel<int> ch(0);
     usched::channel<int> ready(1);
@@ -574,7 +644,9 @@ TEST_CASE("conformance: mutex::try_lock does not yield, and a try_lock loop that
           "[conformance]") {
   const std::string policy = GENERATE(from_range(usched::policy_names()));
   INFO("policy=" << policy);
+  pool_books books;
   usched::runtime rt(usched::test::make_options(policy, 1));
+  books.watch(rt);
   rt.run([] {
     usched::mutex m;
     SECTION("failing try_lock runs nothing else") {

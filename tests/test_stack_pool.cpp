@@ -159,6 +159,34 @@ TEST_CASE("stack pool: a batch take hands out the most recently returned first, 
   pool.give(fresh, 1);
 }
 
+TEST_CASE("stack pool: the ledger counts every block handed out and given back, one by one or in batches",
+          "[stack_pool]") {
+  stack_pool pool(64 * 1024, 64);
+  const auto books = [&] {
+    const stack_pool::ledger l = pool.books();
+    return std::vector<std::size_t>{l.mapped, l.pooled, l.handed_out, l.returned};
+  };
+  CHECK(books() == std::vector<std::size_t>{0, 0, 0, 0});
+  fiber* one = pool.take();  // maps a slab of 16, hands out one
+  CHECK(books() == std::vector<std::size_t>{16, 15, 1, 0});
+  fiber* batch[8] = {};
+  REQUIRE(pool.take(batch, 8) == 8);  // a cache's refill, from the pool
+  CHECK(books() == std::vector<std::size_t>{16, 7, 9, 0});
+  fiber* rest[16] = {};
+  REQUIRE(pool.take(rest, 16) == 7);
+  fiber* fresh[4] = {};
+  REQUIRE(pool.take(fresh, 4) == 1);  // the pool is empty: one, from a new slab
+  CHECK(books() == std::vector<std::size_t>{32, 15, 17, 0});
+  pool.give(batch, 8);  // a cache's spill
+  pool.give(&one, 1);
+  CHECK(books() == std::vector<std::size_t>{32, 24, 17, 9});
+  // One block still out: the books say so until it comes back.
+  pool.give(rest, 7);
+  CHECK(books() == std::vector<std::size_t>{32, 31, 17, 16});
+  pool.give(fresh, 1);
+  CHECK(books() == std::vector<std::size_t>{32, 32, 17, 17});
+}
+
 TEST_CASE("stack pool: teardown unmaps whole slabs, neighbours in one call", "[stack_pool]") {
   // Slabs given in any order; three adjacent ones and one apart.
   const std::size_t slab = 16 * 4096;

@@ -166,7 +166,7 @@ TEST_CASE("deadlines saturate at the ends of the clock instead of wrapping", "[t
   CHECK(sys <= usched::detail::steady_now_ns() + 10'000'000'000);
 }
 
-TEST_CASE("a wait for ever, in a fiber and on a thread, ends only when notified", "[timers][deadline]") {
+TEST_CASE("a wait for ever, in a fiber and on a thread, ends only when notified", "[timers][deadline][realtime]") {
   usched::runtime rt(usched::test::make_options("cfs", 2));
   for (const named_wait& w : forever_waits()) {
     INFO(w.name);
@@ -186,7 +186,7 @@ TEST_CASE("a wait for ever, in a fiber and on a thread, ends only when notified"
   }
 }
 
-TEST_CASE("a wait whose deadline is past, in a fiber and on a thread, times out at once", "[timers][deadline]") {
+TEST_CASE("a wait whose deadline is past, in a fiber and on a thread, times out at once", "[timers][deadline][realtime]") {
   usched::runtime rt(usched::test::make_options("cfs", 2));
   for (const named_wait& w : past_waits()) {
     INFO(w.name);
@@ -212,7 +212,7 @@ TEST_CASE("a wait whose deadline is past, in a fiber and on a thread, times out 
 // Worker 0 never gets to its timers while the spinner runs; worker 1 is idle
 // and must fire them. The spinner spins until the sleeper has run after its
 // sleep, or for `generous`, and says which; it never blocks or yields.
-TEST_CASE("a timer whose worker runs a fiber that does not yield fires on an idle worker", "[timers][steal]") {
+TEST_CASE("a timer whose worker runs a fiber that does not yield fires on an idle worker", "[timers][steal][realtime]") {
   const std::string policy = GENERATE(from_range(usched::policy_names()));
   const auto spin = GENERATE(20us, 0us);
   INFO("policy " << policy << ", spin " << spin.count() << " us");
@@ -242,7 +242,7 @@ TEST_CASE("a timer whose worker runs a fiber that does not yield fires on an idl
 // points: the woken sleeper must run on the idle worker. Every policy whose
 // wake placement or newly-idle pull moves a fiber off a busy worker does
 // that; `none` keeps a fiber where it last ran, by design.
-TEST_CASE("a fiber woken by the timer of a busy worker runs on an idle one", "[timers][steal]") {
+TEST_CASE("a fiber woken by the timer of a busy worker runs on an idle one", "[timers][steal][realtime]") {
   std::vector<std::string> policies;
   for (const std::string& p : usched::policy_names()) {
     if (p != "none") policies.push_back(p);

@@ -206,6 +206,7 @@ runtime_impl::~runtime_impl() {
   // blocking call (and it keeps the wait above going).
   stop_blocking_pool();
   stop_workers();
+  if (teardown_books_) *teardown_books_ = pool_.books();
   if (opts_.stats != options::stats_output::none) {
     const runtime_stats st = stats();
     const std::string text = opts_.stats == options::stats_output::json ? st.to_json() : st.to_table();

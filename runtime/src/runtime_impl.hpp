@@ -276,6 +276,11 @@ class runtime_impl {
   engine& eng() noexcept { return engine_; }
   spdlog::logger& log() noexcept { return *log_; }
   stack_pool& pool() noexcept { return pool_; }
+  // record_books_at_teardown(): the destructor writes the stack pool's
+  // ledger to `*out` once the workers have stopped and returned their
+  // fiber caches, before the pool is freed: the leak check of the
+  // conformance suite. `out` must outlive the runtime; null stops it.
+  void record_books_at_teardown(stack_pool::ledger* out) noexcept { teardown_books_ = out; }
   std::string describe() const;
   runtime_stats stats() const;
   double cycles_per_ns() const noexcept { return cycles_per_ns_; }
@@ -389,6 +394,7 @@ class runtime_impl {
   std::shared_ptr<spdlog::logger> log_;
   engine engine_;
   stack_pool pool_;
+  stack_pool::ledger* teardown_books_ = nullptr;  // record_books_at_teardown()
   worker_unit unit_ = worker_unit::pu;
   bool fp_in_frame_ = false;
   fp_control initial_fp_;

@@ -200,6 +200,7 @@ fiber* stack_pool::take() {
     if (!free_.empty()) {
       fiber* f = free_.back();
       free_.pop_back();
+      ++handed_out_;
       return f;
     }
   }
@@ -218,6 +219,7 @@ fiber* stack_pool::take() {
   slabs_.push_back(fresh.front()->block);
   all_.insert(all_.end(), fresh.begin(), fresh.end());
   free_.insert(free_.end(), fresh.begin() + 1, fresh.end());
+  ++handed_out_;
   return fresh.front();
 }
 
@@ -229,6 +231,7 @@ std::size_t stack_pool::take(fiber** out, std::size_t max) {
       // The most recently given back last: a cache hands those out first.
       std::copy(free_.end() - static_cast<std::ptrdiff_t>(n), free_.end(), out);
       free_.resize(free_.size() - n);
+      handed_out_ += n;
       return n;
     }
   }
@@ -251,9 +254,15 @@ std::vector<fiber*> stack_pool::all_fibers() const {
   return all_;
 }
 
+stack_pool::ledger stack_pool::books() const {
+  std::lock_guard<spinlock> g(lock_);
+  return {all_.size(), free_.size(), handed_out_, returned_};
+}
+
 void stack_pool::give(fiber* const* list, std::size_t n) {
   std::lock_guard<spinlock> g(lock_);
   free_.insert(free_.end(), list, list + n);
+  returned_ += n;
 }
 
 void* stack_pool::inline_frame(fiber* f, std::size_t size, std::size_t align) noexcept {

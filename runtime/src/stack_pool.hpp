@@ -91,6 +91,21 @@ class stack_pool {
   // pointers stay valid until the pool is destroyed (blocks are never
   // unmapped before). Takes the pool's lock; for diagnostics, not hot paths.
   std::vector<fiber*> all_fibers() const;
+  // The pool's books, marl's tracked allocator applied to fibers: each block
+  // is one fiber's control block and its stack, so a block counts for both.
+  // Once every fiber has been recycled and every worker has returned its
+  // cache (after the runtime stops its workers), `handed_out == returned`
+  // and `pooled == mapped`; a fiber that is never recycled shows as one
+  // more handed out than returned. Counted under the pool's lock, which
+  // every take and give already holds.
+  struct ledger {
+    std::size_t mapped = 0;      // blocks mapped so far
+    std::size_t pooled = 0;      // ... of them in the pool now
+    std::size_t handed_out = 0;  // blocks take() handed out, in all
+    std::size_t returned = 0;    // blocks give() took back, in all
+  };
+  // books() reads the ledger. Takes the pool's lock; for diagnostics.
+  ledger books() const;
   // True once, the first time it is asked after the guard budget ran out.
   // Costs one relaxed load otherwise (it is asked on every spawn).
   bool take_budget_exhausted_notice() noexcept {
@@ -136,6 +151,8 @@ class stack_pool {
   mutable spinlock lock_;
   std::size_t guarded_ = 0;    // stacks with a guard page, either kind
   std::size_t protected_ = 0;  // ... of which mprotect'd (the budget's)
+  std::size_t handed_out_ = 0;  // blocks handed out by take(), in all
+  std::size_t returned_ = 0;    // blocks given back by give(), in all
   std::vector<fiber*> free_;
   std::vector<fiber*> all_;
   // Every slab's first byte (each is map_size_ * slab_fibers long), for the
