@@ -1,5 +1,6 @@
 // micro_compare.cpp: usched_micro_compare, the micro benchmarks of
-// micro.cpp run for usched and every peer, side by side, with ratios.
+// usched_micro (main.cpp, workloads/) run for usched and every peer, side by
+// side, with ratios.
 //
 //   usched_micro_compare [-r N] [-w N] [--policy NAME] [--quick] [--scaling]
 //                        [--markdown FILE] [--micro PATH]
