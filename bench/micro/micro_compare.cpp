@@ -1,5 +1,6 @@
 // micro_compare.cpp: usched_micro_compare, the micro benchmarks of
-// micro.cpp run for usched and every peer, side by side, with ratios.
+// usched_micro (main.cpp, workloads/) run for usched and every peer, side by
+// side, with ratios.
 //
 //   usched_micro_compare [-r N] [-w N] [--policy NAME] [--quick] [--scaling]
 //                        [--markdown FILE] [--micro PATH]
@@ -58,17 +59,15 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 
-#include <fcntl.h>
-#include <sched.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/cpus.hpp"
+#include "common/cli_main.hpp"
+#include "common/cpus.hpp"
+#include "common/process.hpp"
+#include "common/stop_signals.hpp"
 #include "micro_compare_cli.hpp"
 #include "task_api.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -277,80 +276,23 @@ std::string read_results(const std::string& json, const std::string& cfg, unsign
 
 // ---- processes ----------------------------------------------------------------------------
 
-volatile std::sig_atomic_t stop_requested = 0;
-void on_stop_signal(int) { stop_requested = 1; }
-
-// SIGINT/SIGTERM end the comparison after the running child: it is sent the
-// signal too, then the tables so far are printed.
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: waitpid() returns EINTR
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+// run_child() runs exe with args to its end, stdout and stderr to `log`,
+// and returns its wait status. SIGINT/SIGTERM end the comparison after the
+// running child: a stop signal that comes meanwhile is sent on to it as
+// SIGTERM, and `stopped` set; then the tables so far are printed. The
+// driver sleeps until the child exits (no polling), so it takes no CPU from
+// the measurements.
+int run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log,
+              const bench::stop_signals& sig, bool& stopped) {
+  bench::child_process c(exe, args, log);
+  return bench::wait_for_child(c, sig, SIGTERM, stopped);
 }
 
-// run_child() runs exe with args, stdout and stderr to `log`; its wait status.
-int run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(exe.c_str()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
-
-  bool forwarded = false;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    if (stop_requested && !forwarded) {
-      kill(pid, SIGTERM);
-      forwarded = true;
-    }
-  }
-  return status;
-}
-
-std::string describe_status(int st) {
-  if (WIFEXITED(st)) return "exit code " + std::to_string(WEXITSTATUS(st));
-  if (WIFSIGNALED(st)) return std::string("killed by ") + strsignal(WTERMSIG(st));
-  return "ended oddly";
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// The wait statuses of usched_micro runs, as the report words them.
+std::string describe_status(int st) { return bench::describe_status(st, "exit code"); }
 
 std::string tail_of(const std::string& s, std::size_t chars) {
   return s.size() <= chars ? s : "..." + s.substr(s.size() - chars);
-}
-
-// A command line as a shell would take it back.
-std::string shell_join(const std::string& exe, const std::vector<std::string>& args) {
-  const auto quote = [](const std::string& a) {
-    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                          "0123456789-_=./:,+") == std::string::npos) {
-      return a;
-    }
-    std::string q = "'";
-    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  std::string out = quote(exe);
-  for (const std::string& a : args) out += " " + quote(a);
-  return out;
 }
 
 struct failure {
@@ -359,29 +301,6 @@ struct failure {
   std::string command;
   std::string why;
   std::string output;  // the tail of what it printed
-};
-
-// A temporary folder for the JSON and logs, removed on the way out.
-class temp_dir {
- public:
-  temp_dir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/usched-micro-compare-XXXXXX";
-    if (!mkdtemp(templ.data())) {
-      throw std::runtime_error("cannot create a temporary folder " + templ + ": " + std::strerror(errno));
-    }
-    path_ = templ;
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
 };
 
 // ---- the report ------------------------------------------------------------------------------
@@ -842,11 +761,12 @@ std::string first_line(const std::string& text) {
 // being usched_micro or refusing a USCHED_* setting, would fail every run.
 // What happened is said as it happened; it is a usage_error when the binary
 // came from --micro, a runtime_error otherwise.
-void check_micro(const std::string& exe, const options& o, const fs::path& dir) {
+void check_micro(const std::string& exe, const options& o, const fs::path& dir,
+                 const bench::stop_signals& sig, bool& stopped) {
   const std::string log = (dir / "micro-check.log").string();
   const int st = run_child(exe, {"--peer=usched", "--workers=1", "--policy=" + o.policy,
-                                 "--benchmark_list_tests=true"}, log);
-  const std::string said = read_text(log);
+                                 "--benchmark_list_tests=true"}, log, sig, stopped);
+  const std::string said = bench::read_text(log);
   std::string why;
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
     // Google Benchmark lists one name a line; the first usched benchmark
@@ -873,9 +793,10 @@ int run(const options& o) {
     md.open(o.markdown);
     if (!md) throw usage_error("--markdown '" + o.markdown + "' is not valid; cannot write it");
   }
-  install_stop_handlers();
-  const temp_dir tmp;
-  check_micro(exe, o, tmp.path());
+  const bench::stop_signals sig;
+  bool stopped = false;  // a stop signal came while a child ran
+  const bench::temp_dir tmp("usched-micro-compare");
+  check_micro(exe, o, tmp.path(), sig, stopped);
 
   const std::vector<config> configs = o.scaling ? make_scaling_configs(o) : make_configs(o);
   if (!o.scaling) check_blocks(make_blocks(o), configs);
@@ -894,7 +815,7 @@ int run(const options& o) {
       std::fprintf(stderr, "[round %u/%u] %s ... ", r + 1, o.rounds, c.label.c_str());
       std::fflush(stderr);
       const auto t0 = steady::now();
-      const int st = run_child(exe, args, log);
+      const int st = run_child(exe, args, log, sig, stopped);
       const double secs = std::chrono::duration<double>(steady::now() - t0).count();
       ++runs;
 
@@ -907,9 +828,11 @@ int run(const options& o) {
 
       std::fprintf(stderr, "%.1f s%s%s\n", secs, why.empty() ? "" : "  FAILED: ", why.c_str());
       if (!why.empty()) {
-        failures.push_back({r + 1, c.label, shell_join(exe, args), why, tail_of(read_text(log), log_tail_chars)});
+        failures.push_back(
+            {r + 1, c.label, bench::shell_join(exe, args), why, tail_of(bench::read_text(log), log_tail_chars)});
       }
-      if (stop_requested) {
+      // A stop signal during the run, or since its end.
+      if (stopped || sig.take() != 0) {
         interrupted = true;
         break;
       }
@@ -982,20 +905,14 @@ int run(const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return bench::guarded_main(program, [&] {
     const unsigned cpus = bench::affinity_cpus();
     const options o =
         parse_options(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), cpus);
     if (o.help) {
       std::cout << usage_text(cpus);
-      return 0;
+      return bench::exit_ok;
     }
     return run(o);
-  } catch (const usage_error& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 1;
-  }
+  });
 }

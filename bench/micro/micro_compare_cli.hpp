@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_main.hpp"
+
 namespace bench::micro_compare {
 
 inline constexpr unsigned max_rounds = 100;
@@ -44,10 +46,9 @@ struct options {
 };
 
 // usage_error is a bad command line; what() is one line naming the flag.
-class usage_error : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
+// It is the one type every benchmark program's parser throws
+// (common/cli_main.hpp).
+using usage_error = bench::usage_error;
 
 // default_workers() is -w when not given, on a process that may run on
 // `cpus` CPUs: two where there are two, as the cross-worker benchmarks

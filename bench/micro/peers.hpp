@@ -1,15 +1,17 @@
 // peers.hpp: the runtimes the micro benchmarks compare, behind one shape.
 //
-// Every workload in micro.cpp is written once per peer with the same
-// signature and the same counters: usched (any policy, any worker count),
-// Boost.Fiber (work_stealing or shared_work with as many threads as usched
-// has workers, busy-polling or sleeping when idle), plain std::thread where
-// the workload makes sense for threads, and a raw Boost.Context resume for
-// the switch floor.
+// Every workload (workloads/<workload>.cpp) is written once per peer, as a
+// measure_<peer>() with the workload's one signature and the same
+// counters: usched (any policy, any worker count), Boost.Fiber
+// (work_stealing or shared_work with as many threads as usched has
+// workers, busy-polling or sleeping when idle), plain std::thread where the
+// workload makes sense for threads, and a raw Boost.Context resume for the
+// switch floor.
 //
 // Boost.Fiber's work_stealing can be set up once per process (its scheduler
 // array is initialised by a std::call_once), so each peer configuration runs
-// in its own process: micro_compare.cpp starts one per configuration.
+// in its own process: micro_compare.cpp starts one per configuration, and
+// main.cpp makes the pool once and hands it to every workload (env::pool).
 #pragma once
 
 #include <boost/fiber/algo/shared_work.hpp>

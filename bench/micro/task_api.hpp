@@ -1,8 +1,8 @@
 // task_api.hpp: the workloads of the task API's primitives (futures,
 // counting semaphores, shared mutexes, barriers), written once over the
 // primitive's type so that usched, Boost.Fiber and std:: on threads run the
-// same code. micro.cpp supplies the runtime: where each side runs, how it
-// is started and joined.
+// same code. The workloads (workloads/future.cpp, semaphore.cpp, ...)
+// supply the runtime: where each side runs, how it is started and joined.
 //
 // Every workload counts what it did and what went wrong while it runs, and
 // check() throws after the sides are joined: an exception thrown inside a

@@ -25,21 +25,19 @@
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <usched/usched.hpp>
 
 #include "cli.hpp"
-#include "schbench_model.hpp"
-#include "simulator.hpp"
+#include "common/cli_main.hpp"
+#include "common/process.hpp"
+#include "common/stop_signals.hpp"
 #include "compare_cli.hpp"
 #include "histogram.hpp"
-#include "stop_signals.hpp"
-
-extern char** environ;
+#include "schbench_model.hpp"
+#include "simulator.hpp"
 
 namespace {
 
@@ -49,7 +47,7 @@ using steady = std::chrono::steady_clock;
 
 constexpr const char* program = "usched_schbench_compare";
 
-// How often the progress line is redrawn and the child polled.
+// How often the progress line is redrawn.
 constexpr std::chrono::milliseconds poll_period{250};
 // How much of a failed run's log is shown.
 constexpr std::size_t log_tail_chars = 2000;
@@ -72,72 +70,6 @@ bool on_path(const std::string& name) {
     if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
   }
   return false;
-}
-
-// child is one spawned process with stdout and stderr sent to a log file and
-// SIGINT/SIGTERM unblocked (the driver blocks them for itself).
-class child {
- public:
-  child(const std::string& exe, const std::vector<std::string>& args, const std::string& log,
-        bool search_path) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    const int rc = search_path ? posix_spawnp(&pid_, exe.c_str(), &fa, &attr, argv.data(), environ)
-                               : posix_spawn(&pid_, exe.c_str(), &fa, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
-  }
-  child(const child&) = delete;
-  child& operator=(const child&) = delete;
-  ~child() {
-    if (!status_) {
-      kill(pid_, SIGKILL);
-      int st = 0;
-      waitpid(pid_, &st, 0);
-    }
-  }
-
-  // poll() reaps the child if it has exited; its wait status, or nothing.
-  std::optional<int> poll() {
-    if (status_) return status_;
-    int st = 0;
-    const pid_t r = waitpid(pid_, &st, WNOHANG);
-    if (r == pid_) status_ = st;
-    return status_;
-  }
-
-  void signal(int sig) const { kill(pid_, sig); }
-
- private:
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
-
-std::string describe_status(int st) {
-  if (WIFEXITED(st)) return "exit status " + std::to_string(WEXITSTATUS(st));
-  if (WIFSIGNALED(st)) return std::string("killed by ") + strsignal(WTERMSIG(st));
-  return "ended oddly";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // ---- one run ---------------------------------------------------------------------
@@ -192,7 +124,7 @@ class progress {
 run_result run_one(const std::string& exe, const std::vector<std::string>& args,
                    const std::string& label, const fs::path& dir, std::size_t index,
                    std::size_t count, double expected_s, const progress& prog,
-                   const sb::stop_signals& sig, bool& interrupted) {
+                   const bench::stop_signals& sig, bool& interrupted) {
   run_result r;
   r.label = label;
   const std::string json = (dir / ("run" + std::to_string(index) + ".json")).string();
@@ -201,27 +133,25 @@ run_result run_one(const std::string& exe, const std::vector<std::string>& args,
   full.insert(full.end(), {"--json", json});
 
   const auto start = steady::now();
-  std::optional<int> status;
+  int status = 0;
   {
-    child c(exe, full, log, false);
-    while (!(status = c.poll())) {
+    bench::child_process c(exe, full, log);
+    // A stop signal goes on to the clone as SIGINT: it stops and prints its
+    // final report.
+    status = bench::wait_for_child(c, sig, SIGINT, interrupted, poll_period, [&] {
       const double run_s = std::chrono::duration<double>(steady::now() - start).count();
       prog.update(index, count, label, run_s, expected_s);
-      if (sig.wait_for(poll_period) != 0 && !interrupted) {
-        interrupted = true;
-        c.signal(SIGINT);  // the clone stops and prints its final report
-      }
-    }
+    });
   }
   r.seconds = std::chrono::duration<double>(steady::now() - start).count();
-  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
-    std::string tail = read_file(log);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string tail = bench::read_text(log);
     if (tail.size() > log_tail_chars) tail = "..." + tail.substr(tail.size() - log_tail_chars);
-    r.failure = describe_status(*status) + "; its output:\n" + tail;
+    r.failure = bench::describe_status(status) + "; its output:\n" + tail;
     return r;
   }
   try {
-    r.summary = sb::parse_run_json(read_file(json));
+    r.summary = sb::parse_run_json(bench::read_text(json));
   } catch (const std::exception& e) {
     r.failure = std::string("unreadable JSON: ") + e.what();
   }
@@ -336,10 +266,9 @@ bool plot(const std::vector<run_result>& results, const std::string& png,
   const std::string probe_log = (dir / "probe.log").string();
   std::string terminal = "png size 1200,650";
   {
-    child probe("gnuplot", {"-e", "set terminal pngcairo"}, probe_log, true);
-    std::optional<int> st;
-    while (!(st = probe.poll())) usleep(10000);
-    if (WIFEXITED(*st) && WEXITSTATUS(*st) == 0) terminal = "pngcairo size 1200,650";
+    bench::child_process probe("gnuplot", {"-e", "set terminal pngcairo"}, probe_log, true);
+    const int st = probe.wait();
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) terminal = "pngcairo size 1200,650";
   }
 
   const std::string script = (dir / "curves.gp").string();
@@ -365,15 +294,14 @@ bool plot(const std::vector<run_result>& results, const std::string& png,
   g.close();
 
   const std::string glog = (dir / "gnuplot.log").string();
-  child gp("gnuplot", {script}, glog, true);
-  std::optional<int> st;
-  while (!(st = gp.poll())) usleep(10000);
-  if (WIFEXITED(*st) && WEXITSTATUS(*st) == 0) {
+  bench::child_process gp("gnuplot", {script}, glog, true);
+  const int st = gp.wait();
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
     std::cout << "plot: wrote " << png << "\n";
     return true;
   }
-  const std::string said = gnuplot_error(read_file(glog), script);
-  std::cerr << program << ": --plot '" << png << "': gnuplot failed (" << describe_status(*st)
+  const std::string said = gnuplot_error(bench::read_text(glog), script);
+  std::cerr << program << ": --plot '" << png << "': gnuplot failed (" << bench::describe_status(st)
             << ")" << (said.empty() ? "" : ": " + said) << "\n";
   return false;
 }
@@ -432,7 +360,7 @@ void sim_experiment(const std::vector<std::string>& policies, std::ostream& out)
 // run() runs every policy and the kernel, prints the table and plots to
 // `png` unless it is empty. `d` has passed parse_compare().
 int run(const sb::compare_options& d, const std::string& png) {
-  const sb::stop_signals sig;
+  const bench::stop_signals sig;
   const std::string exe = self_dir() + "/usched_schbench";
   if (access(exe.c_str(), X_OK) != 0) {
     std::cerr << program << ": cannot run " << exe << " (" << std::strerror(errno)
@@ -476,20 +404,8 @@ int run(const sb::compare_options& d, const std::string& png) {
   // parse_compare() has checked the extras; the defaults are valid.
   const sb::cli_options parsed = sb::parse_cli(common);
 
-  std::error_code ec;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/usched-schbench-compare-XXXXXX";
-  if (!mkdtemp(templ.data())) {
-    throw std::runtime_error("cannot create a temporary folder " + templ + ": " + std::strerror(errno));
-  }
-  const fs::path dir = templ;
-  struct remove_dir {
-    fs::path p;
-    ~remove_dir() {
-      std::error_code e;
-      fs::remove_all(p, e);
-    }
-  } cleanup{dir};
+  const bench::temp_dir tmp("usched-schbench-compare");
+  const fs::path& dir = tmp.path();
 
   const std::string shown = sb::shell_join(common);
   std::cout << "schbench per policy: usched_schbench " << shown << " [--policy P | --threads]\n";
@@ -531,12 +447,12 @@ int run(const sb::compare_options& d, const std::string& png) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return bench::guarded_main(program, [&] {
     const sb::compare_options d =
         sb::parse_compare(std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
     if (d.help) {
       std::cout << sb::compare_usage_text(program);
-      return 0;
+      return bench::exit_ok;
     }
     // The plot is written after every run: find out now whether it can be.
     std::string png = d.plot;
@@ -551,14 +467,5 @@ int main(int argc, char** argv) {
       sb::check_output_file(d.plot_given ? "--plot" : "--plot (default)", png);
     }
     return run(d, png);
-  } catch (const sb::usage_error& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 2;
-  } catch (const usched::config_error& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << program << ": " << e.what() << '\n';
-    return 1;
-  }
+  });
 }

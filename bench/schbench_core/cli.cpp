@@ -303,25 +303,4 @@ unsigned resolve_worker_threads(const cli_options& o, unsigned cpus) noexcept {
   return std::max(1u, per);
 }
 
-std::string shell_join(std::span<const std::string> args) {
-  // Characters a shell leaves alone in an unquoted word.
-  constexpr std::string_view plain =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%";
-  std::string out;
-  for (const std::string& a : args) {
-    if (!out.empty()) out += ' ';
-    if (!a.empty() && a.find_first_not_of(plain) == std::string::npos) {
-      out += a;
-      continue;
-    }
-    out += '\'';
-    for (char c : a) {
-      if (c == '\'') out += "'\\''";
-      else out += c;
-    }
-    out += '\'';
-  }
-  return out;
-}
-
 }  // namespace usched::schbench

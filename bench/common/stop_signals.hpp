@@ -1,6 +1,7 @@
 // stop_signals.hpp: SIGINT/SIGTERM as an orderly stop, without a handler or
-// a global flag, for the clone (-r 0 runs until one comes) and the driver
-// (one ends the current run early and skips the rest).
+// a global flag, for the schbench clone (-r 0 runs until one comes) and the
+// drivers, usched_schbench_compare and usched_micro_compare (one ends the
+// current child early, process.hpp, and skips the rest).
 #pragma once
 
 #include <chrono>
@@ -8,7 +9,7 @@
 #include <ctime>
 #include <pthread.h>
 
-namespace usched::schbench {
+namespace bench {
 
 // stop_signals blocks SIGINT and SIGTERM in the calling thread for its
 // lifetime, so that threads started meanwhile inherit the mask and the
@@ -49,6 +50,17 @@ class stop_signals {
     return wait_for_signal(std::chrono::steady_clock::now() + d);
   }
 
+  // take() is the signal number of a stop signal already queued, taken off
+  // the queue, or 0 without waiting.
+  int take() const {
+    timespec zero{};
+    const int sig = sigtimedwait(&set_, nullptr, &zero);
+    return sig > 0 ? sig : 0;
+  }
+
+  // The signals this object blocks and waits for.
+  const sigset_t& signals() const noexcept { return set_; }
+
  private:
   int wait_for_signal(std::chrono::steady_clock::time_point deadline) const {
     for (;;) {
@@ -68,4 +80,4 @@ class stop_signals {
   sigset_t old_{};
 };
 
-}  // namespace usched::schbench
+}  // namespace bench

@@ -49,14 +49,16 @@
 #include <usched/detail/cpu_relax.hpp>
 #include <usched/usched.hpp>
 
-#include "../common/cpus.hpp"
 #include "cli.hpp"
+#include "common/cpus.hpp"
+#include "common/stop_signals.hpp"
 #include "histogram.hpp"
-#include "stop_signals.hpp"
 
 namespace usched::schbench {
 
 namespace {
+
+using bench::stop_signals;
 
 using steady = std::chrono::steady_clock;
 

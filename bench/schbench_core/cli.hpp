@@ -16,6 +16,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cli_main.hpp"
+#include "common/process.hpp"
+
 namespace usched {
 struct runtime_stats;  // usched/runtime.hpp
 }
@@ -46,10 +49,9 @@ struct cli_options {
 };
 
 // usage_error is a bad command line; what() is one line naming the flag.
-class usage_error : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
+// It is the one type every benchmark program's parser throws
+// (common/cli_main.hpp).
+using usage_error = bench::usage_error;
 
 // Smallest -s: the jitter is drawn below s/4, which must leave at least one
 // microsecond to draw from (schbench divides by it).
@@ -143,7 +145,7 @@ class report_schedule {
 run_summary run_schbench(const cli_options& o, std::ostream& out, usched::runtime_stats* stats = nullptr);
 
 // shell_join() joins arguments into one line a shell would split back the
-// same way (single-quoting where needed).
-std::string shell_join(std::span<const std::string> args);
+// same way (single-quoting where needed; common/process.hpp).
+using bench::shell_join;
 
 }  // namespace usched::schbench

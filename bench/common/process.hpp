@@ -1,0 +1,96 @@
+// process.hpp: the child processes of the benchmark drivers
+// (usched_micro_compare runs usched_micro once per configuration and round,
+// usched_schbench_compare the clone once per policy, and gnuplot): starting
+// one with its output in a log, waiting for it while a stop signal may come,
+// saying how it ended, and showing its command line.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "common/stop_signals.hpp"
+
+namespace bench {
+
+// child_process is one program started with posix_spawn: stdin from
+// /dev/null, stdout and stderr both into `log` (created, or truncated), and
+// no signal blocked, whatever the driver blocks for itself (stop_signals),
+// so that a stop signal passed on still reaches it. With `search_path`,
+// `exe` is looked up on PATH as a shell would. The constructor throws
+// std::runtime_error ("cannot start EXE: why") when the spawn fails. A
+// child still running when the object goes is killed (SIGKILL) and reaped,
+// so none outlives the scope that started it.
+class child_process {
+ public:
+  child_process(const std::string& exe, const std::vector<std::string>& args, const std::string& log,
+                bool search_path = false);
+  ~child_process();
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  // poll() reaps the child if it has exited: its wait status, or nothing
+  // while it runs. Never blocks.
+  std::optional<int> poll();
+
+  // wait() blocks until the child has exited and returns its wait status.
+  int wait();
+
+  // signal() sends `sig` to the child, unless it has been reaped.
+  void signal(int sig) const;
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// wait_for_child() waits for `c` to exit and returns its wait status. The
+// first stop signal `sig` catches meanwhile, unless `stopped` is already
+// set, sets `stopped` and is passed on to the child as `forward_as`; the
+// child is still waited for, so it can end in order (the clone prints its
+// final report). With a non-zero `tick_every`, tick() is called before the
+// first wait and after every `tick_every` of it (a progress line); with
+// zero the driver sleeps until the child exits or a signal comes, so that
+// it takes no CPU from the child's measurements. The caller must hold
+// `sig` (SIGINT and SIGTERM blocked in this thread) and have no other
+// child that could exit meanwhile.
+int wait_for_child(child_process& c, const stop_signals& sig, int forward_as, bool& stopped,
+                   std::chrono::nanoseconds tick_every = {}, const std::function<void()>& tick = {});
+
+// describe_status() words a wait status: "<exited> N" for an exit with
+// status N ("exit status" unless the driver says otherwise), "killed by
+// <signal's description>", or "ended oddly".
+std::string describe_status(int wait_status, std::string_view exited = "exit status");
+
+// read_text() is the whole file at `path`, or "" when it cannot be read.
+std::string read_text(const std::string& path);
+
+// shell_join() joins arguments into one line a shell would split back the
+// same way (single-quoting where needed); the second form puts `exe` first.
+std::string shell_join(std::span<const std::string> args);
+std::string shell_join(const std::string& exe, std::span<const std::string> args);
+
+// temp_dir is a fresh folder under $TMPDIR (else /tmp), named
+// <prefix>-XXXXXX, for a driver's logs and JSON; removed with everything in
+// it when the object goes. The constructor throws std::runtime_error when
+// the folder cannot be made.
+class temp_dir {
+ public:
+  explicit temp_dir(std::string_view prefix);
+  ~temp_dir();
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace bench
