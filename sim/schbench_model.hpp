@@ -1,6 +1,6 @@
 // schbench_model.hpp: the schbench clone's workload as simulated fibers.
 //
-// The same rounds as bench/schbench/schbench.cpp, from the same parsed
+// The same rounds as bench/schbench_core/schbench.cpp, from the same parsed
 // command line (schbench::cli_options, the clone's parser and defaults):
 //
 //   worker round:   reset its wake word, put itself on its message thread's
