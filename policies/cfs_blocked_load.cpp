@@ -27,9 +27,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_blocked_load() {
-  cfs_features f = cfs_v4_11_features();
-  f.blocked_load = true;
-  return std::make_unique<cfs_policy>("cfs-blocked-load", f);
+  return std::make_unique<cfs_policy>("cfs-blocked-load",
+                                      with(cfs_v4_11_features(), &cfs_features::blocked_load, true));
 }
 
 }  // namespace usched

@@ -55,4 +55,12 @@ cfs_features cfs_v5_9_features() noexcept;
 // (cfs-blocked-load, cfs-runnable-load) starts from.
 cfs_features cfs_v4_11_features() noexcept;
 
+// with(): `base` with one switch set: a variant that differs from a
+// kernel version's feature set by one switch is that version, with it.
+template <class T>
+constexpr cfs_features with(cfs_features base, T cfs_features::*feature, T value) noexcept {
+  base.*feature = value;
+  return base;
+}
+
 }  // namespace usched

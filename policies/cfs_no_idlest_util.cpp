@@ -16,9 +16,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_no_idlest_util() {
-  cfs_features f;
-  f.idlest_util_tiebreak = false;
-  return std::make_unique<cfs_policy>("cfs-no-idlest-util", f);
+  return std::make_unique<cfs_policy>("cfs-no-idlest-util",
+                                      cfs_features{.idlest_util_tiebreak = false});
 }
 
 }  // namespace usched

@@ -14,9 +14,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_numa_mel() {
-  cfs_features f;
-  f.numa_rule = numa_idle_rule::mel;
-  return std::make_unique<cfs_policy>("cfs-numa-mel", f);
+  return std::make_unique<cfs_policy>("cfs-numa-mel",
+                                      cfs_features{.numa_rule = numa_idle_rule::mel});
 }
 
 }  // namespace usched

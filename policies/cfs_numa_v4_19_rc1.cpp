@@ -20,10 +20,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_numa_v4_19_rc1() {
-  cfs_features f;
-  f.numa_rule = numa_idle_rule::v4_19_rc1;
-  f.numa_stop_on_move = false;
-  return std::make_unique<cfs_policy>("cfs-numa-v4.19-rc1", f);
+  return std::make_unique<cfs_policy>("cfs-numa-v4.19-rc1",
+                                      cfs_features{.numa_rule = numa_idle_rule::v4_19_rc1, .numa_stop_on_move = false});
 }
 
 }  // namespace usched

@@ -12,9 +12,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_v5_9_failshift() {
-  cfs_features f = cfs_v5_9_features();
-  f.failshift_util = true;
-  return std::make_unique<cfs_policy>("cfs-v5.9-failshift", f);
+  return std::make_unique<cfs_policy>("cfs-v5.9-failshift",
+                                      with(cfs_v5_9_features(), &cfs_features::failshift_util, true));
 }
 
 }  // namespace usched

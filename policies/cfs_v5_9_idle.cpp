@@ -11,9 +11,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_v5_9_idle() {
-  cfs_features f = cfs_v5_9_features();
-  f.idle_skips_util_check = true;
-  return std::make_unique<cfs_policy>("cfs-v5.9-idle", f);
+  return std::make_unique<cfs_policy>("cfs-v5.9-idle",
+                                      with(cfs_v5_9_features(), &cfs_features::idle_skips_util_check, true));
 }
 
 }  // namespace usched

@@ -13,9 +13,8 @@
 namespace usched {
 
 std::unique_ptr<policy> make_cfs_v5_9_weight1() {
-  cfs_features f = cfs_v5_9_features();
-  f.weight1_spread = true;
-  return std::make_unique<cfs_policy>("cfs-v5.9-weight1", f);
+  return std::make_unique<cfs_policy>("cfs-v5.9-weight1",
+                                      with(cfs_v5_9_features(), &cfs_features::weight1_spread, true));
 }
 
 }  // namespace usched

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cfs_balance.hpp"
+#include "cfs_family.hpp"
 #include "cfs_features.hpp"
 #include "domains.hpp"
 #include "policy.hpp"
@@ -113,15 +114,9 @@ balance_request request(const sched_domain& sd, const std::vector<cpu_snapshot>&
 }
 
 // The variant Chris Mason measured (seeds/000): v5.9, or v5.10-rc1, before
-// the LLC fix.
+// the LLC fix, here without v5.9's idlest-group util tie-break.
 cfs_features v5_9() {
-  cfs_features f;
-  f.llc_migrate_task = false;
-  f.wide_imbalance_pct = 125;
-  f.busy_factor = 32;
-  f.v5_9_load_detach = true;
-  f.idlest_util_tiebreak = false;
-  return f;
+  return usched::with(usched::cfs_v5_9_features(), &cfs_features::idlest_util_tiebreak, false);
 }
 
 // The seeds/003 dump prints PELT values divided by 1024 with three decimals.
