@@ -18,6 +18,16 @@
 # not followed by a fenced block, or when a block is left unclosed; and when
 # DOC has no marked block at all, so that losing the markers cannot make it
 # pass.
+#
+# A block may quote a part of a file instead: a region, marked in the file
+# by a line `// [snippet NAME]` before it and a line `// [end NAME]` after
+# it (the marker lines themselves are not part of it), and named in DOC by
+# FILE#NAME:
+#
+#   <!-- tests/test_writing_a_policy.cpp#policy -->
+#
+# The block must then be the region, byte for byte; it also fails when the
+# file marks no region NAME, marks it more than once, or does not close it.
 root=$1
 doc=$2
 if [ -z "$root" ] || [ -z "$doc" ] || [ ! -f "$root/$doc" ]; then
@@ -45,6 +55,7 @@ awk -v work="$work" -v doc="$doc" '
       printf "" > out
       print n, marker_line, pending >> (work "/index")
       inside = 1
+      open_block = pending
     } else {
       fail("the marker for " pending " is not followed by a fenced block")
     }
@@ -57,7 +68,7 @@ awk -v work="$work" -v doc="$doc" '
     next
   }
   END {
-    if (inside) fail("the block of " pending " is not closed")
+    if (inside) fail("the block of " open_block " is not closed")
     if (pending != "") fail("the marker for " pending " is not followed by a fenced block")
   }
 ' "$root/$doc" || exit 99
@@ -67,16 +78,48 @@ if [ -f "$work/errors" ]; then
   cat "$work/errors"
   status=1
 fi
+# region FILE NAME OUT: writes the lines of FILE between its `// [snippet
+# NAME]` and `// [end NAME]` lines to OUT (leading and trailing blanks
+# around a marker are allowed); prints what is wrong and fails when FILE
+# does not mark exactly one closed region NAME.
+region() {
+  awk -v name="$2" -v out="$3" '
+    BEGIN { printf "" > out }
+    { line = $0; sub(/^[ \t]+/, "", line); sub(/[ \t]+$/, "", line) }
+    line == "// [snippet " name "]" { starts++; if (starts == 1) inside = 1; next }
+    line == "// [end " name "]" { if (inside) { inside = 0; ends++ } next }
+    inside { print > out }
+    END {
+      if (starts == 0) { print "marks no region " name " (no // [snippet " name "] line)"; exit 1 }
+      if (starts > 1) { print "marks the region " name " more than once"; exit 1 }
+      if (ends == 0) { print "does not close the region " name " (no // [end " name "] line after its start)"; exit 1 }
+    }
+  ' "$1"
+}
+
 checked=0
 if [ -f "$work/index" ]; then
   while read -r n line file; do
-    if [ ! -f "$root/$file" ]; then
-      echo "$doc:$line: the block names $file, which does not exist"
+    path=${file%%#*}
+    if [ ! -f "$root/$path" ]; then
+      echo "$doc:$line: the block names $path, which does not exist"
       status=1
-    elif ! cmp -s "$root/$file" "$work/$n"; then
-      echo "$doc:$line: the block of $file differs from the file:"
-      diff -u "$root/$file" "$work/$n" | sed '1,2d'
-      status=1
+    elif [ "$path" = "$file" ]; then
+      if ! cmp -s "$root/$file" "$work/$n"; then
+        echo "$doc:$line: the block of $file differs from the file:"
+        diff -u "$root/$file" "$work/$n" | sed '1,2d'
+        status=1
+      fi
+    else
+      name=${file#*#}
+      if ! problem=$(region "$root/$path" "$name" "$work/$n.region"); then
+        echo "$doc:$line: the block names $file, but $path $problem"
+        status=1
+      elif ! cmp -s "$work/$n.region" "$work/$n"; then
+        echo "$doc:$line: the block of $file differs from that region of the file:"
+        diff -u "$work/$n.region" "$work/$n" | sed '1,2d'
+        status=1
+      fi
     fi
     checked=$((checked + 1))
   done < "$work/index"

@@ -86,7 +86,7 @@ static_assert(std::input_iterator<usched::channel<std::unique_ptr<int>>::iterato
 static_assert(std::sentinel_for<std::default_sentinel_t, usched::channel<int>::iterator>);
 
 TEST_CASE("channel: timed send and recv time out on a full or empty channel and succeed when they can",
-          "[channel]") {
+          "[channel][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -145,7 +145,7 @@ TEST_CASE("channel: timed send and recv time out on a full or empty channel and 
 // timed operations: push_wait_for / push_wait_until on a full or closed
 // channel, pop_wait_for / value_pop_wait_for on an empty or closed one, and
 // a pop_wait_for that a push from another fiber satisfies.
-TEST_CASE("channel: Boost.Fiber's push_wait_for and pop_wait_for cases", "[channel]") {
+TEST_CASE("channel: Boost.Fiber's push_wait_for and pop_wait_for cases", "[channel][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -231,7 +231,7 @@ TEST_CASE("channel: the status tells full and empty from closed", "[channel]") {
   CHECK(rendezvous.try_recv_status().status() == channel_status::empty);
 }
 
-TEST_CASE("channel: a value that was not sent stays with the caller", "[channel]") {
+TEST_CASE("channel: a value that was not sent stays with the caller", "[channel][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -614,7 +614,7 @@ TEST_CASE("select: two cases always ready are both taken a fair share", "[select
   }
 }
 
-TEST_CASE("select: timeout, default, and a case that becomes ready while it waits", "[select]") {
+TEST_CASE("select: timeout, default, and a case that becomes ready while it waits", "[select][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -790,7 +790,7 @@ TEST_CASE("select: a stop request ends a blocked select, and it works from plain
 // claim to a timer must pass the item on, and close() must pass over a
 // waiter a timer already ended: every item arrives exactly once.
 TEST_CASE("select and timed operations racing with timeouts and close lose and duplicate nothing",
-          "[channel][select]") {
+          "[channel][select][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   const std::size_t cap = GENERATE(0u, 1u);
   INFO(label(c) << " capacity=" << cap);
@@ -861,7 +861,7 @@ TEST_CASE("select and timed operations racing with timeouts and close lose and d
   CHECK(std::all_of(seen.begin(), seen.end(), [](const std::atomic<int>& n) { return n.load() == 1; }));
 }
 
-TEST_CASE("channel: close ends timed and stoppable waits that race their own timers", "[channel]") {
+TEST_CASE("channel: close ends timed and stoppable waits that race their own timers", "[channel][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));

@@ -191,7 +191,7 @@ TEST_CASE("future: a value whose move throws leaves the promise unset", "[future
   CHECK(f.get().v == 4);
 }
 
-TEST_CASE("future: wait_for and wait_until time out, then see the value", "[future]") {
+TEST_CASE("future: wait_for and wait_until time out, then see the value", "[future][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -495,7 +495,7 @@ TEST_CASE("promise: racing setters, exactly one wins and its value is the result
   }
 }
 
-TEST_CASE("future: timed waiters racing the setter all see the value", "[future]") {
+TEST_CASE("future: timed waiters racing the setter all see the value", "[future][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));

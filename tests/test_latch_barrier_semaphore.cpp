@@ -469,7 +469,7 @@ TEST_CASE("counting_semaphore: counts as std specifies, bad counts throw", "[sem
   CHECK(b.try_acquire_until(std::chrono::system_clock::now() + 1h));
 }
 
-TEST_CASE("counting_semaphore: concurrent holders never exceed the permits", "[semaphore]") {
+TEST_CASE("counting_semaphore: concurrent holders never exceed the permits", "[semaphore][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -517,7 +517,7 @@ TEST_CASE("counting_semaphore: concurrent holders never exceed the permits", "[s
 }
 
 TEST_CASE("counting_semaphore: try_acquire_for times out without a permit, succeeds when one is released",
-          "[semaphore]") {
+          "[semaphore][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -545,7 +545,7 @@ TEST_CASE("counting_semaphore: try_acquire_for times out without a permit, succe
   CHECK_FALSE(s.try_acquire());
 }
 
-TEST_CASE("counting_semaphore: try_acquire_until with a system_clock time point", "[semaphore]") {
+TEST_CASE("counting_semaphore: try_acquire_until with a system_clock time point", "[semaphore][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -596,7 +596,7 @@ TEST_CASE("binary_semaphore: a mutex among many fibers and a thread, the plain c
 }
 
 TEST_CASE("counting_semaphore: waiters time out and are stopped while releases happen, no permit lost or duplicated",
-          "[semaphore]") {
+          "[semaphore][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));

@@ -3,8 +3,15 @@
 // every policy with 1, 2, 4 and 8 workers, as std specifies them, plus
 // what usched adds (stop tokens) and what its wait protocol promises (a
 // wait that times out never swallows the wake-up meant for another).
+//
+// A case that stops, unlocks or releases "once the others block" waits for
+// them to be queued (wait_probe.hpp), never for a time. The cases whose
+// timed attempts and waits run on the real clock are tagged [realtime]
+// (tests/CMakeLists.txt says what the label means).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -16,13 +23,17 @@
 #include <usched/usched.hpp>
 
 #include "test_support.hpp"
+#include "wait_probe.hpp"
 
 using namespace std::chrono_literals;
 using usched::test::all_configs;
 using usched::test::label;
+using usched::test::wait_probe;
 using usched::test::yield_until;
+using usched::detail::wait_kind;
 
-TEST_CASE("timed_mutex: exclusion, timed attempts that fail while held and succeed once free", "[mutex]") {
+TEST_CASE("timed_mutex: exclusion, timed attempts that fail while held and succeed once free",
+          "[mutex][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -86,10 +97,13 @@ TEST_CASE("timed_mutex: a stop request ends lock(stop_token), and an unlock stil
     std::stop_source stop;
     std::atomic<int> stopped{0}, locked{0};
     std::vector<usched::join_handle<void>> hs;
+    std::array<wait_probe, 8> probes;
     // Half wait with the stop token, half without: the stop ends only the
-    // first half, and the unlock then goes to the second.
+    // first half, and the unlock then goes to the second. Both halves are
+    // queued on the mutex before the stop.
     for (int i = 0; i < 8; ++i) {
       hs.push_back(usched::spawn([&, i] {
+        probes[static_cast<std::size_t>(i)].attach();
         if (i % 2 == 0) {
           if (m.lock(stop.get_token())) {
             ++locked;
@@ -104,7 +118,10 @@ TEST_CASE("timed_mutex: a stop request ends lock(stop_token), and an unlock stil
         }
       }));
     }
-    usched::this_fiber::sleep_for(1ms);
+    REQUIRE(yield_until([&] {
+      return std::all_of(probes.begin(), probes.end(),
+                         [](const wait_probe& p) { return p.blocked_in(wait_kind::mutex); });
+    }));
     stop.request_stop();
     REQUIRE(yield_until([&] { return stopped.load() == 4; }));
     CHECK(locked.load() == 0);
@@ -120,7 +137,7 @@ TEST_CASE("timed_mutex: a stop request ends lock(stop_token), and an unlock stil
   });
 }
 
-TEST_CASE("timed_mutex: shared by fibers and plain threads", "[mutex]") {
+TEST_CASE("timed_mutex: shared by fibers and plain threads", "[mutex][realtime]") {
   usched::runtime rt(usched::test::make_options("cfs", 2));
   usched::timed_mutex m;
   long counter = 0;
@@ -210,7 +227,7 @@ TEST_CASE("recursive_mutex: the owning fiber relocks across switches and migrati
 }
 
 TEST_CASE("recursive_timed_mutex: the owner's timed attempts succeed at once, another's time out",
-          "[mutex]") {
+          "[mutex][realtime]") {
   usched::runtime rt(usched::test::make_options("cfs", 2));
   rt.run([] {
     usched::recursive_timed_mutex m;
@@ -287,7 +304,7 @@ TEST_CASE("shared_mutex: readers hold it together, a writer alone", "[mutex][sha
 }
 
 TEST_CASE("shared_mutex: a waiting writer holds back new readers, and lets them go when it times out",
-          "[mutex][shared_mutex]") {
+          "[mutex][shared_mutex][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -344,9 +361,18 @@ TEST_CASE("shared_mutex: a waiting writer holds back new readers, and lets them 
     // Stop requests end both kinds of wait.
     m.lock();
     std::stop_source stop;
-    auto w = usched::spawn([&] { return m.lock(stop.get_token()); });
-    auto r = usched::spawn([&] { return m.lock_shared(stop.get_token()); });
-    usched::this_fiber::sleep_for(1ms);
+    wait_probe writing, reading;
+    auto w = usched::spawn([&] {
+      writing.attach();
+      return m.lock(stop.get_token());
+    });
+    auto r = usched::spawn([&] {
+      reading.attach();
+      return m.lock_shared(stop.get_token());
+    });
+    REQUIRE(yield_until([&] {
+      return writing.blocked_in(wait_kind::shared_mutex) && reading.blocked_in(wait_kind::shared_mutex);
+    }));
     stop.request_stop();
     CHECK_FALSE(w.join());
     CHECK_FALSE(r.join());
@@ -357,7 +383,7 @@ TEST_CASE("shared_mutex: a waiting writer holds back new readers, and lets them 
 }
 
 TEST_CASE("condition_variable_any: any lock, timed waits, and notifications never lost to a timeout",
-          "[mutex][condition_variable_any]") {
+          "[mutex][condition_variable_any][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -436,19 +462,27 @@ TEST_CASE("condition_variable_any: the stop-token waits return when stop is requ
     usched::mutex m;
     std::stop_source stop;
     std::vector<usched::join_handle<bool>> hs;
+    // The timed waits' deadlines are an hour away: only the stop ends them.
+    std::array<wait_probe, 3> probes;
     hs.push_back(usched::spawn([&] {
+      probes[0].attach();
       std::unique_lock<usched::mutex> lk(m);
       return cv.wait(lk, stop.get_token(), [] { return false; });
     }));
     hs.push_back(usched::spawn([&] {
+      probes[1].attach();
       std::unique_lock<usched::mutex> lk(m);
       return cv.wait_for(lk, stop.get_token(), 1h, [] { return false; });
     }));
     hs.push_back(usched::spawn([&] {
+      probes[2].attach();
       std::unique_lock<usched::mutex> lk(m);
       return cv.wait_until(lk, stop.get_token(), std::chrono::system_clock::now() + 1h, [] { return false; });
     }));
-    usched::this_fiber::sleep_for(1ms);
+    REQUIRE(yield_until([&] {
+      return std::all_of(probes.begin(), probes.end(),
+                         [](const wait_probe& p) { return p.blocked_in(wait_kind::condition_variable_any); });
+    }));
     // From a plain thread, as std::jthread's owner would.
     std::thread([&] { stop.request_stop(); }).join();
     for (auto& h : hs) CHECK_FALSE(h.join());
@@ -474,7 +508,8 @@ constexpr bool is_timed_v = std::is_same_v<M, usched::timed_mutex> || std::is_sa
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("mutexes: Boost.Fiber's lock, exclusion, recursion and timed cases", "[mutex][boost_fiber]",
+TEMPLATE_TEST_CASE("mutexes: Boost.Fiber's lock, exclusion, recursion and timed cases",
+                   "[mutex][boost_fiber][realtime]",
                    usched::mutex, usched::timed_mutex, usched::recursive_mutex, usched::recursive_timed_mutex) {
   using M = TestType;
   usched::runtime rt(usched::test::make_options("cfs", 2));
@@ -527,12 +562,15 @@ TEMPLATE_TEST_CASE("mutexes: Boost.Fiber's lock, exclusion, recursion and timed 
       CHECK_FALSE(m.try_lock_for(5ms));
       CHECK(std::chrono::steady_clock::now() - t0 >= 5ms);  // never early
       CHECK_FALSE(m.try_lock_until(std::chrono::steady_clock::now() + 2ms));
+      // Released while the timed attempt waits: it takes the lock.
+      wait_probe waiting;
       auto waiter = usched::spawn([&] {
+        waiting.attach();
         if (!m.try_lock_until(std::chrono::steady_clock::now() + 10s)) return false;
         m.unlock();
         return true;
       });
-      usched::this_fiber::sleep_for(1ms);
+      REQUIRE(yield_until([&] { return waiting.blocked_in(wait_kind::mutex); }));
       release.send(1);
       CHECK(waiter.join());
       holder.join();

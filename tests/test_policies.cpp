@@ -7,28 +7,11 @@
 
 #include "domains.hpp"
 #include "policy.hpp"
+#include "policy_snapshots.hpp"
 #include "topology.hpp"
 
-namespace {
-
-usched::domain_tree tree_of(const char* synthetic, unsigned workers) {
-  const auto topo = usched::detail::topology::load(synthetic);
-  return usched::build_domains(topo.place_workers(workers, usched::detail::worker_unit::pu));
-}
-
-std::vector<usched::cpu_snapshot> cpus(std::initializer_list<unsigned> queued) {
-  std::vector<usched::cpu_snapshot> out;
-  for (unsigned q : queued) {
-    usched::cpu_snapshot s;
-    s.nr_queued = q;
-    s.idle = q == 0;
-    s.nr_running = q + (q ? 1 : 0);
-    out.push_back(s);
-  }
-  return out;
-}
-
-}  // namespace
+using usched::test::cpus;
+using usched::test::tree_of;
 
 TEST_CASE("registry lists every policy in order and rejects unknown names", "[policy]") {
   const auto reg = usched::registered_policies();

@@ -560,15 +560,15 @@ void check_run(const sb::cli_options& o, const std::string& policy, const std::s
 
 }  // namespace
 
-TEST_CASE("schbench: a 2-second run on usched fibers", "[schbench]") {
+TEST_CASE("schbench: a 2-second run on usched fibers", "[schbench][realtime]") {
   check_run(short_run("--policy cfs"), "cfs", "usched");
 }
 
-TEST_CASE("schbench: a 2-second run on plain threads", "[schbench]") {
+TEST_CASE("schbench: a 2-second run on plain threads", "[schbench][realtime]") {
   check_run(short_run("--threads"), "threads", "threads");
 }
 
-TEST_CASE("schbench: the JSON file holds the run's numbers", "[schbench]") {
+TEST_CASE("schbench: the JSON file holds the run's numbers", "[schbench][realtime]") {
   const std::string json = temp_path("numbers.json");
   sb::cli_options o = parse("-r 1 -w 0 -i 0 -m 1 -t 1 -c 1000 -C 0 -s 500 --threads --json " + json);
   std::ostringstream out;
@@ -582,7 +582,7 @@ TEST_CASE("schbench: the JSON file holds the run's numbers", "[schbench]") {
   CHECK(out.str() == last_block(out.str()));  // -i 0: the final block only
 }
 
-TEST_CASE("schbench: -r 0 runs until SIGINT, then reports", "[schbench]") {
+TEST_CASE("schbench: -r 0 runs until SIGINT, then reports", "[schbench][realtime]") {
   const sb::cli_options o = parse("-r 0 -w 0 -i 0 -m 1 -t 1 -c 1000 -C 0 -s 500 --threads");
   const pthread_t self = pthread_self();
   // Directed at this thread, which run_schbench has blocked SIGINT in: the
@@ -622,7 +622,7 @@ TEST_CASE("schbench: an unknown policy is the registry's one-line error", "[schb
   CHECK(out.str().empty());
 }
 
-TEST_CASE("schbench: an unwritable JSON path fails before the run", "[schbench]") {
+TEST_CASE("schbench: an unwritable JSON path fails before the run", "[schbench][realtime]") {
   sb::cli_options o = short_run("--threads --json /nonexistent-dir/x.json");
   std::ostringstream out;
   const auto start = std::chrono::steady_clock::now();

@@ -3,8 +3,14 @@
 // wait_group's timed waits, task_group, fiber_local, runtime::current() and
 // blocking(). The cases that involve scheduling run under every policy with
 // 1, 2, 4 and 8 workers.
+//
+// A case that acts "once the others block" waits for them to be queued
+// (wait_probe.hpp), never for a time. The cases whose timed joins and waits
+// run on the real clock are tagged [realtime] (tests/CMakeLists.txt says
+// what the label means).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -17,11 +23,14 @@
 #include <usched/usched.hpp>
 
 #include "test_support.hpp"
+#include "wait_probe.hpp"
 
 using namespace std::chrono_literals;
 using usched::test::all_configs;
 using usched::test::label;
+using usched::test::wait_probe;
 using usched::test::yield_until;
+using usched::detail::wait_kind;
 
 namespace {
 
@@ -91,32 +100,78 @@ TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_a
     held.lock();
     written.lock();
     // Each fiber blocks in one kind of wait, with its own stop token, and
-    // reports how the wait ended: false means "given up on a stop".
+    // reports how the wait ended: false means "given up on a stop". Every
+    // one of them is blocked before the stops are requested.
     std::vector<usched::join_handle<bool>> hs;
-    hs.push_back(usched::spawn([&](std::stop_token st) { return never_zero.wait(st); }));
-    hs.push_back(usched::spawn([&](std::stop_token st) { return no_permits.acquire(st); }));
-    hs.push_back(usched::spawn([&](std::stop_token st) { return held.lock(st); }));
-    hs.push_back(usched::spawn([&](std::stop_token st) { return written.lock(st); }));
-    hs.push_back(usched::spawn([&](std::stop_token st) { return written.lock_shared(st); }));
+    std::array<wait_probe, 12> probes;
     hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[0].attach();
+      return never_zero.wait(st);
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[1].attach();
+      return no_permits.acquire(st);
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[2].attach();
+      return held.lock(st);
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[3].attach();
+      return written.lock(st);
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[4].attach();
+      return written.lock_shared(st);
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[5].attach();
       std::unique_lock<usched::mutex> lk(cv_mutex);
       return cv.wait(lk, st, [] { return false; });
     }));
-    hs.push_back(usched::spawn([&](std::stop_token st) { return busy.wait(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[6].attach();
+      return busy.wait(st);
+    }));
     usched::barrier<> two(2);  // this fiber never arrives
-    hs.push_back(usched::spawn([&](std::stop_token st) { return two.arrive_and_wait(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[7].attach();
+      return two.arrive_and_wait(st);
+    }));
     usched::recursive_mutex rec;
     usched::recursive_timed_mutex rec_timed;
     rec.lock();
     rec_timed.lock();
-    hs.push_back(usched::spawn([&](std::stop_token st) { return rec.lock(st); }));
-    hs.push_back(usched::spawn([&](std::stop_token st) { return rec_timed.lock(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[8].attach();
+      return rec.lock(st);
+    }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[9].attach();
+      return rec_timed.lock(st);
+    }));
     usched::promise<int> never_set;
     auto pending = never_set.get_future().share();
-    hs.push_back(usched::spawn([&](std::stop_token st) { return pending.wait(st); }));
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[10].attach();
+      return pending.wait(st);
+    }));
     auto blocked_joinee = usched::spawn([&] { return busy.wait_for(10s); });
-    hs.push_back(usched::spawn([&](std::stop_token st) { return blocked_joinee.join(st).has_value(); }));
-    usched::this_fiber::sleep_for(2ms);
+    hs.push_back(usched::spawn([&](std::stop_token st) {
+      probes[11].attach();
+      return blocked_joinee.join(st).has_value();
+    }));
+    constexpr std::array<wait_kind, 12> kinds{
+        wait_kind::latch,        wait_kind::semaphore, wait_kind::mutex,   wait_kind::shared_mutex,
+        wait_kind::shared_mutex, wait_kind::condition_variable_any,        wait_kind::wait_group,
+        wait_kind::barrier,      wait_kind::mutex,     wait_kind::mutex,   wait_kind::future,
+        wait_kind::join};
+    REQUIRE(yield_until([&] {
+      for (std::size_t i = 0; i < probes.size(); ++i) {
+        if (!probes[i].blocked_in(kinds[i])) return false;
+      }
+      return true;
+    }));
     for (auto& h : hs) h.request_stop();
     for (auto& h : hs) CHECK_FALSE(h.join());
     held.unlock();
@@ -132,7 +187,8 @@ TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_a
   });
 }
 
-TEST_CASE("task api: try_join, join_for and join_until wait at most until their time", "[task_api][join]") {
+TEST_CASE("task api: try_join, join_for and join_until wait at most until their time",
+          "[task_api][join][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -159,7 +215,7 @@ TEST_CASE("task api: try_join, join_for and join_until wait at most until their 
     CHECK_THROWS_WITH(thrower.join_for(10s), "late");
     CHECK_FALSE(thrower.joinable());
 
-    // Many fibers timing out on one joinee while it finishes: each sees it
+    // Many fibers watching one joinee while it finishes: each sees it
     // finished or not, and the last join gets the value.
     auto slow = usched::spawn([&] { return go.recv().value(); });
     std::atomic<int> timeouts{0};
@@ -168,7 +224,7 @@ TEST_CASE("task api: try_join, join_for and join_until wait at most until their 
       tries.push_back(usched::spawn([&] {
         // Only one handle may join: the others watch with done().
         for (int k = 0; k < 10 && !slow.done(); ++k) {
-          usched::this_fiber::sleep_for(100us);
+          usched::this_fiber::yield();
           ++timeouts;
         }
       }));
@@ -189,7 +245,7 @@ TEST_CASE("task api: a fiber may return a reference", "[task_api][join]") {
   CHECK(&got->get() == &global_value);
 }
 
-TEST_CASE("task api: wait_group's timed and stoppable waits", "[task_api][wait_group]") {
+TEST_CASE("task api: wait_group's timed and stoppable waits", "[task_api][wait_group][realtime]") {
   const auto c = GENERATE(from_range(all_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
@@ -257,16 +313,23 @@ TEST_CASE("task api: task_group joins everything it started and rethrows the fir
     g.wait();  // seen once: nothing to rethrow now
 
     // The destructor waits: nothing the group started outlives the scope.
+    // The tasks finish only once this fiber is blocked in the destructor's
+    // joins, so every one of them is still running when it begins.
     std::atomic<int> finished{0};
+    wait_probe self;
+    self.attach();
+    std::atomic<bool> opened{false};
+    auto opener = usched::spawn([&] { opened = yield_until([&] { return self.blocked_in(wait_kind::join); }); });
     {
       usched::task_group scoped;
       for (int i = 0; i < 20; ++i) {
         scoped.spawn([&] {
-          usched::this_fiber::sleep_for(100us);
-          ++finished;
+          if (yield_until([&] { return opened.load(); })) ++finished;
         });
       }
     }
+    opener.join();
+    CHECK(opened.load());
     CHECK(finished.load() == 20);
 
     // Leaving the scope by an exception requests stop, then waits.
@@ -341,19 +404,22 @@ TEST_CASE("task api: blocking() runs more calls than pool threads, and the worke
   o.blocking_threads = 2;
   usched::runtime rt(o);
   std::atomic<int> in_pool{0}, most_in_pool{0};
+  std::atomic<long> ticks{0};
   const auto call = [&](int i) {
     const int now = ++in_pool;
     int seen = most_in_pool.load();
     while (now > seen && !most_in_pool.compare_exchange_weak(seen, now)) {
     }
-    std::this_thread::sleep_for(5ms);  // a call that blocks its OS thread
+    // A call that blocks its OS thread until the worker has run the ticker
+    // again: a worker held by the call would never return from it.
+    const long ticks_before = ticks.load();
+    while (ticks.load() == ticks_before) std::this_thread::yield();
     --in_pool;
     return i * 10;
   };
   const bool ok = rt.run([&] {
     // A fiber on the same (only) worker keeps running while calls block.
     std::atomic<bool> calls_done{false};
-    std::atomic<long> ticks{0};
     auto ticker = usched::spawn([&] {
       while (!calls_done) {
         ++ticks;
