@@ -211,7 +211,7 @@ class simulator {
   void spin_poll(int cpu);
   void park(int cpu);
   void notify(int cpu);
-  void wake(sim_fiber& f, usched::placement_kind kind, int origin);
+  void try_to_wake_up(sim_fiber& f, usched::placement_kind kind, int origin);
   void wake_joiner(sim_fiber& f, int cpu);
   // What a wake-up's result asks of the backend: the waker's charge, the
   // worker to notify, the trace.

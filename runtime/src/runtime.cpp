@@ -404,16 +404,18 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
   } else {
     external_spawned_.fetch_add(1, std::memory_order_relaxed);
   }
-  schedule(f, placement_kind::spawn, w);
+  try_to_wake_up(f, placement_kind::spawn, w);
 }
 
-void runtime_impl::schedule(fiber* f, placement_kind kind) noexcept { schedule(f, kind, local_worker()); }
-
-void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w) noexcept {
-  schedule(f, kind, w, w ? w->index() : -1);
+void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind) noexcept {
+  try_to_wake_up(f, kind, local_worker());
 }
 
-void runtime_impl::schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept {
+void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, worker* w) noexcept {
+  try_to_wake_up(f, kind, w, w ? w->index() : -1);
+}
+
+void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, worker* w, int waker) noexcept {
   // The engine places and queues the fiber; the backend wakes whom it says.
   wake_result r;
   if (w) {
@@ -570,7 +572,7 @@ void resume_wait(waitable& w) noexcept { resume(w); }
 void resume(waitable& w) noexcept {
   if (w.is_fiber) {
     auto& f = static_cast<fiber&>(w);
-    f.rt->schedule(&f, placement_kind::wake);
+    f.rt->try_to_wake_up(&f, placement_kind::wake);
     return;
   }
   auto& p = static_cast<thread_parker&>(w);

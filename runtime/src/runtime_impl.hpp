@@ -310,15 +310,18 @@ class runtime_impl {
   void discard(fiber* f, worker* w) noexcept;
   void start(fiber* f, task_base* task, const spawn_options& opts, worker* w);
 
-  // schedule() places a runnable fiber (placement by policy unless pinned)
-  // and wakes whoever must run it.
-  void schedule(fiber* f, placement_kind kind) noexcept;
-  void schedule(fiber* f, placement_kind kind, worker* w) noexcept;
+  // try_to_wake_up() makes a fiber runnable, new (placement_kind::spawn) or
+  // woken: the engine's wake-up event places it (by the policy unless
+  // pinned) and queues it, and the backend wakes whoever must run it. The
+  // kernel's try_to_wake_up(), the caller of core.c's decision; the switch
+  // decision itself is engine::schedule().
+  void try_to_wake_up(fiber* f, placement_kind kind) noexcept;
+  void try_to_wake_up(fiber* f, placement_kind kind, worker* w) noexcept;
   // The same, for a wake-up whose waker is not the calling worker: a timer
   // is the worker's that armed it, whichever worker fires it (the kernel's
   // hrtimer interrupt runs on the CPU that armed it), so wake_affine() pulls
   // nothing towards a spinning worker that only happened to look first.
-  void schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
+  void try_to_wake_up(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
   // carry_out() wakes whom a wake-up's result names (the worker it queued
   // on, a parked worker to balance); `w` is the calling worker, or null.
   void carry_out(const wake_result& r, worker* w) noexcept;

@@ -260,7 +260,7 @@ void worker::exit_current(fiber* joiner) {
   } else {
     // A joiner elsewhere is woken first, as any wake-up, then the exit
     // picks what runs here.
-    if (joiner) rt_.schedule(joiner, placement_kind::wake, this);
+    if (joiner) rt_.try_to_wake_up(joiner, placement_kind::wake, this);
     r = e.schedule(index_, current_, prev_action::exit, switch_clock(e));
   }
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
@@ -351,7 +351,7 @@ std::size_t worker::fire_timers(std::int64_t now, worker& by, bool try_only) {
     for (std::size_t i = 0; i < n; ++i) {
       // A stale entry (the wait was notified first) fails the claim.
       if (claim(*due[i].f, due[i].token)) {
-        rt_.schedule(due[i].f, placement_kind::wake, &by, index_);
+        rt_.try_to_wake_up(due[i].f, placement_kind::wake, &by, index_);
         ++resumed;
       }
     }
