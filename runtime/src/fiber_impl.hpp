@@ -21,7 +21,7 @@ namespace usched::detail {
 //
 // The wait token makes every wake-up race safe. A waiter arms the token
 // (prepare_wait, an odd value) before it publishes itself anywhere; each
-// would-be waker (a notify, a timer, a channel hand-off) tries to claim that
+// would-be waker (a notify, a timer, a channel transfer) tries to claim that
 // exact value with one CAS, and only the winner resumes it. The token only
 // ever grows, also across the reuse of a pooled fiber, so a stale timer entry
 // or a late notifier can never claim a later wait.

@@ -166,7 +166,7 @@ class worker {
   bool fire_due_timers();
   // leaving_idle() runs when the idle loop found a fiber to run: the
   // runtime's timer watcher must now cover this worker's timers, and an
-  // ex-watcher hands its watch to a parked worker.
+  // ex-watcher passes its watch to a parked worker.
   void leaving_idle() noexcept;
   void reserve_fiber_ids() noexcept;
   void refill_fiber_cache();
@@ -211,9 +211,9 @@ class worker {
   // atomics (another worker emptying the heap leaves it set until then).
   bool has_timers_ = false;
   // This worker is parked as the runtime's timer watcher (watching_), or
-  // was and has not yet handed the watch on (watch_handoff_); own thread.
+  // was and has not yet passed the watch on (pass_watch_); own thread.
   bool watching_ = false;
-  bool watch_handoff_ = false;
+  bool pass_watch_ = false;
   bool kicked_ = false;  // the idle wait ended with a pull kick: balance unrationed
   std::vector<cpu_snapshot> scratch_;
   std::vector<fiber*> fiber_cache_;
@@ -357,9 +357,9 @@ class runtime_impl {
   // watched_deadline() is what the watcher `self` sleeps until: the earliest
   // timer of itself and of every worker not parked.
   std::int64_t watched_deadline(const worker& self) const noexcept;
-  // hand_off_watch(): `self`, the watcher until it unparked, goes to run a
+  // pass_watch(): `self`, the watcher until it unparked, goes to run a
   // fiber; if timers wait and nobody watches, wake a parked worker to.
-  void hand_off_watch(const worker& self) noexcept;
+  void pass_watch(const worker& self) noexcept;
   // The watcher's worker index, -1 for none; and the deadline it sleeps
   // until (meaningful while timer_watcher >= 0).
   std::atomic<int> timer_watcher{-1};

@@ -391,9 +391,9 @@ bool worker::fire_due_timers() {
 
 void worker::leaving_idle() noexcept {
   if (has_timers_ && earliest_timer() != far_deadline_ns) rt_.watch_timer(earliest_timer(), *this);
-  if (watch_handoff_) {
-    watch_handoff_ = false;
-    rt_.hand_off_watch(*this);
+  if (pass_watch_) {
+    pass_watch_ = false;
+    rt_.pass_watch(*this);
   }
 }
 
@@ -433,7 +433,7 @@ std::int64_t runtime_impl::watched_deadline(const worker& self) const noexcept {
   return until;
 }
 
-void runtime_impl::hand_off_watch(const worker& self) noexcept {
+void runtime_impl::pass_watch(const worker& self) noexcept {
   if (timer_watcher.load(std::memory_order_seq_cst) >= 0) return;
   if (nr_parked.load(std::memory_order_seq_cst) == 0) return;
   bool timers = false;
@@ -552,7 +552,7 @@ void worker::idle_wait() {
       watching_ = rt_.timer_watcher.compare_exchange_strong(none, index_, std::memory_order_seq_cst);
     }
     if (watching_) {
-      watch_handoff_ = false;
+      pass_watch_ = false;
       // Publish, then look: a deadline added after the look reads this
       // watch_until and wakes us if it is earlier (runtime_impl::watch_timer).
       for (;;) {
@@ -577,16 +577,16 @@ void worker::idle_wait() {
   if (kickable && spin_word_.exchange(spin_none, std::memory_order_seq_cst) == spin_kicked) kicked_ = true;
   if (watching_) {
     // Whatever woke us, the watch is open again: a worker that parks takes
-    // it, and if this one goes to run a fiber it hands it on.
+    // it, and if this one goes to run a fiber it passes it on.
     watching_ = false;
     rt_.timer_watcher.store(-1, std::memory_order_seq_cst);
-    watch_handoff_ = true;
+    pass_watch_ = true;
   } else if (rt_.timer_watcher.load(std::memory_order_seq_cst) < 0) {
     // Woken while nobody watches, perhaps to take the watch (watch_timer,
-    // hand_off_watch): if this worker now runs a fiber instead of parking
+    // pass_watch): if this worker now runs a fiber instead of parking
     // again, it must pass the duty on, or a busy worker's due timer waits
     // until some worker happens to idle.
-    watch_handoff_ = true;
+    pass_watch_ = true;
   }
 }
 
@@ -622,7 +622,7 @@ void worker::main() {
   for (;;) {
     fiber* next = find_work();
     if (next) {
-      if (has_timers_ || watch_handoff_) [[unlikely]] leaving_idle();
+      if (has_timers_ || pass_watch_) [[unlikely]] leaving_idle();
       switch_to(next, false);
       continue;
     }

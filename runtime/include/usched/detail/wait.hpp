@@ -88,8 +88,8 @@ struct waiter {
   waitable* who = nullptr;
   std::uint64_t token = 0;
   bool linked = false;
-  // Channel hand-off: the item a waiting sender offers, or the slot a waiting
-  // receiver gets its item in; `ok` says whether the hand-off happened.
+  // Channel transfer: the item a waiting sender offers, or the slot a waiting
+  // receiver gets its item in; `ok` says whether the transfer happened.
   void* item = nullptr;
   bool ok = false;
 };
