@@ -471,8 +471,8 @@ fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   // Claimed under join_lock: a joiner whose deadline or stop ended its
   // wait takes join_lock before it returns, so until then it (a thread's
   // parker, which ends with its thread) is still there to be claimed; once
-  // we hold the claim, it waits for our resume.
-  const bool won = joiner && claim(*joiner, token);
+  // we hold the claim, it waits for our resume_wait().
+  const bool won = joiner && claim_wait(*joiner, token);
   f->join_lock.unlock();
   fiber* handed = nullptr;
   if (won) {
@@ -482,7 +482,7 @@ fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
     if (joiner->is_fiber) {
       handed = static_cast<fiber*>(joiner);
     } else {
-      resume(*joiner);
+      resume_wait(*joiner);
     }
   }
   if (detached && f->task->error) report_detached_exception(f);
@@ -539,8 +539,8 @@ void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns) {
     const std::int64_t left = deadline_ns - now_ns();
     if (left <= 0) {
       // Time is up: claim our own wait. If a waker claimed it first, its
-      // resume() is on the way; wait for it so the counts stay paired.
-      if (claim(me, token)) return;
+      // resume_wait() is on the way; wait for it so the counts stay paired.
+      if (claim_wait(me, token)) return;
       deadline_ns = -1;
       continue;
     }
@@ -561,15 +561,12 @@ std::uint64_t prepare_wait(waitable& me, wait_kind kind, const void* object) noe
 }
 
 bool wake(waitable& w, std::uint64_t token) noexcept {
-  if (!claim(w, token)) return false;
-  resume(w);
+  if (!claim_wait(w, token)) return false;
+  resume_wait(w);
   return true;
 }
 
-bool claim_wait(waitable& w, std::uint64_t token) noexcept { return claim(w, token); }
-void resume_wait(waitable& w) noexcept { resume(w); }
-
-void resume(waitable& w) noexcept {
+void resume_wait(waitable& w) noexcept {
   if (w.is_fiber) {
     auto& f = static_cast<fiber&>(w);
     f.rt->try_to_wake_up(&f, placement_kind::wake);
@@ -754,7 +751,7 @@ void run_blocking(runtime_impl& rt, blocking_job& job) {
   try {
     rt.submit_blocking(&job);
   } catch (...) {
-    (void)claim(me, job.token);  // disarm: nobody will end this wait
+    (void)claim_wait(me, job.token);  // disarm: nobody will end this wait
     throw;
   }
   block(me, job.token, no_deadline);
