@@ -140,7 +140,7 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   cfg_.options.policy = cfg_.policy;
   cfg_.options.topology = cfg_.topology;
   const auto topo = detail::topology::load(cfg_.topology, "--topology '" + cfg_.topology + "'");
-  places_ = topo.place_workers(topo.nr_pus(), detail::worker_unit::pu, "--topology '" + cfg_.topology + "'");
+  places_ = topo.place_workers(topo.nr_pus(), usched::worker_unit::pu, "--topology '" + cfg_.topology + "'");
   topology_line_ = topo.describe();
   detail::engine_config ecfg = detail::engine_config_of(cfg_.options);
   ecfg.balance_pass_per_cpu_ns = cfg_.cost.balance_pass_ns;

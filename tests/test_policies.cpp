@@ -13,7 +13,7 @@ namespace {
 
 usched::domain_tree tree_of(const char* synthetic, unsigned workers) {
   const auto topo = usched::detail::topology::load(synthetic);
-  return usched::build_domains(topo.place_workers(workers, usched::detail::worker_unit::pu));
+  return usched::build_domains(topo.place_workers(workers, usched::worker_unit::pu));
 }
 
 std::vector<usched::cpu_snapshot> cpus(std::initializer_list<unsigned> queued) {

@@ -47,10 +47,6 @@ options checked(options o) {
   return o;
 }
 
-worker_unit to_detail(usched::worker_unit u) {
-  return u == usched::worker_unit::core ? worker_unit::core : worker_unit::pu;
-}
-
 std::size_t round_to_page(std::size_t v) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return (v + page - 1) / page * page;
@@ -111,13 +107,13 @@ runtime_impl::runtime_impl(options opts)
     : opts_(checked(std::move(opts))),
       topo_(topology::load(opts_.topology,
                            opts_.topology.empty() ? std::string() : option_subject(opts_, "topology"))),
-      places_(topo_.place_workers(opts_.workers, to_detail(opts_.unit), option_subject(opts_, "workers"))),
+      places_(topo_.place_workers(opts_.workers, opts_.unit, option_subject(opts_, "workers"))),
       log_(make_logger(opts_.log_level)),
       engine_(build_domains(places_), make_policy(opts_.policy), engine_config_of(opts_)),
       pool_(round_to_page(opts_.stack_size), stack_pool::default_guard_budget(),
             opts_.stack_guard == options::guard_pages::mprotect ? stack_pool::guard_method::mprotect
                                                                  : stack_pool::guard_method::automatic) {
-  unit_ = to_detail(opts_.unit);
+  unit_ = opts_.unit;
   initial_fp_ = fp_control::current();
   fp_in_frame_ = fp_in_first_frame();
   // More workers than units: the kernel time-shares them over the machine,
