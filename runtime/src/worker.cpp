@@ -639,7 +639,7 @@ void worker::main() {
 
 namespace usched::this_fiber {
 
-// Here rather than with the rest of this_fiber (runtime.cpp): in the same
+// Here rather than with the rest of this_fiber (this_fiber.cpp): in the same
 // translation unit as worker::yield_current(), a yield is one call and one
 // context switch deep.
 void yield() {
