@@ -8,6 +8,7 @@
 //   spawn.cpp          a fiber from spawn to recycle: start, exit, join, detach
 //   wakeup.cpp         try_to_wake_up: the engine's wake-up, carried out
 //   wait.cpp           the wait protocol: prepare, block, wake
+//   timers.cpp         the workers' timer heaps and the timer watcher
 //   blocking_pool.cpp  usched::blocking's threads
 //   hang_report.cpp    what a long wait for the last fibers says
 //   fatal.cpp          the process-ending reports
@@ -126,7 +127,7 @@ class runtime_impl {
   std::atomic<int> nr_spinning{0};
   std::atomic<int> nr_parked{0};
 
-  // ---- the timer watcher (docs/architecture.md, "Timers") ----
+  // ---- the timer watcher (timers.cpp; docs/architecture.md, "Timers") ----
   // One parked worker at a time is the watcher: it sleeps only until the
   // earliest timer of every worker that is not parked (a parked worker
   // wakes for its own), so that a timer whose worker runs a fiber that does

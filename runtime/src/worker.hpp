@@ -1,5 +1,6 @@
 // worker.hpp: a worker of the real backend: an OS thread, pinned to one PU
-// or core with hwloc, that runs fibers through Boost.Context (worker.cpp).
+// or core with hwloc, that runs fibers through Boost.Context (worker.cpp;
+// its timers are timers.cpp's).
 //
 // Worker state machine (docs/architecture.md has the picture):
 //   run   - executing fibers, switching directly from one to the next
@@ -139,7 +140,7 @@ class worker {
   void main();
   fiber* find_work();
   void idle_wait();
-  // ---- timers (docs/architecture.md, "Timers") ----
+  // ---- timers (timers.cpp; docs/architecture.md, "Timers") ----
   // add_timer() puts a wait's deadline on this worker's heap; the running
   // fiber's worker only.
   void add_timer(std::int64_t deadline_ns, fiber* f, std::uint64_t token);
