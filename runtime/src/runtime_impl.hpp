@@ -3,8 +3,10 @@
 // the public API. Workers are OS threads, one per PU or core, pinned with
 // hwloc; fibers run on them through Boost.Context.
 //
-// One class, defined in files by job:
+// The backend in files by job (this class's members, the worker's, and the
+// functions the public headers call into):
 //   lifecycle.cpp      construction, describe/stats, the destructor's wait
+//   worker.cpp         a worker's thread: switching, idling, spinning, parking
 //   spawn.cpp          a fiber from spawn to recycle: start, exit, join, detach
 //   wakeup.cpp         try_to_wake_up: the engine's wake-up, carried out
 //   wait.cpp           the wait protocol: prepare, block, wake
@@ -15,6 +17,10 @@
 //   fiber_local.cpp    the fiber_local tables
 //   this_fiber.cpp     usched::this_fiber (yield() is in worker.cpp)
 //   clock.cpp          the time-stamp counter's calibration
+// (The primitives' out-of-line parts, the stack pool, stack-overflow
+// detection, the statistics' text and the options have files named after
+// them: sync.cpp, latch.cpp, semaphore.cpp, stack_pool.cpp, overflow.cpp,
+// stats.cpp, options.cpp.)
 #pragma once
 
 #include <atomic>
