@@ -140,7 +140,7 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   cfg_.options.policy = cfg_.policy;
   cfg_.options.topology = cfg_.topology;
   const auto topo = detail::topology::load(cfg_.topology, "--topology '" + cfg_.topology + "'");
-  places_ = topo.place_workers(topo.nr_pus(), detail::worker_unit::pu, "--topology '" + cfg_.topology + "'");
+  places_ = topo.place_workers(topo.nr_pus(), usched::worker_unit::pu, "--topology '" + cfg_.topology + "'");
   topology_line_ = topo.describe();
   detail::engine_config ecfg = detail::engine_config_of(cfg_.options);
   ecfg.balance_pass_per_cpu_ns = cfg_.cost.balance_pass_ns;
@@ -216,7 +216,7 @@ void simulator::handle(const event& e) {
     return;
   }
   if (e.kind == ev::timer) {
-    wake(*e.f, placement_kind::wake, e.cpu);
+    try_to_wake_up(*e.f, placement_kind::wake, e.cpu);
     return;
   }
   vcpu& v = cpus_[static_cast<std::size_t>(e.cpu)];
@@ -254,7 +254,7 @@ sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node) {
   f->preferred_node = node;
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
-  wake(ref, placement_kind::spawn, acting_cpu_);
+  try_to_wake_up(ref, placement_kind::spawn, acting_cpu_);
   return ref;
 }
 
@@ -276,15 +276,15 @@ sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
 void simulator::post(sim_event& e) {
   if (sim_fiber* w = e.waiter) {
     e.waiter = nullptr;
-    wake(*w, placement_kind::wake, acting_cpu_);
+    try_to_wake_up(*w, placement_kind::wake, acting_cpu_);
   } else {
     e.posted = true;
   }
 }
 
-// The real backend's runtime_impl::schedule(): the engine places and queues
-// the fiber, the backend wakes whom it says.
-void simulator::wake(sim_fiber& f, placement_kind kind, int origin) {
+// The real backend's runtime_impl::try_to_wake_up(): the engine places and
+// queues the fiber, the backend wakes whom it says.
+void simulator::try_to_wake_up(sim_fiber& f, placement_kind kind, int origin) {
   std::vector<usched::cpu_snapshot>& scratch =
       origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
   const std::uint64_t bits = random_of(origin);
@@ -490,7 +490,7 @@ void simulator::ask_program(int cpu) {
           if (i == 0) {
             wake_joiner(*f->joiners[i], cpu);
           } else {
-            wake(*f->joiners[i], placement_kind::wake, cpu);
+            try_to_wake_up(*f->joiners[i], placement_kind::wake, cpu);
           }
         }
         acting_cpu_ = -1;

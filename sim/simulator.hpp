@@ -6,18 +6,18 @@
 // time, workers that run, spin, park and are woken, timers, and what each
 // fiber does. Every scheduling decision (placement, enqueue, pick, the
 // newly-idle pull, the tick's balance and kick, preemption) is an engine
-// call, the same calls worker.cpp makes:
+// call, the same calls the real backend makes:
 //
-//   real backend (worker.cpp)          simulator
-//   -------------------------          ---------
+//   real backend (runtime/src/)        simulator
+//   ---------------------------        ---------
 //   switch_to + context switch         a cost, then the fiber's next step
 //   preempt_point() in a think loop    a check at the slice end, the tick
 //                                      and preempt_point_ns after a request
 //   idle_wait: spin, poll, park        spin for options::spin, poll every
 //                                      spin_poll_ns, then park
 //   notify() / futex wake              wake_parked_ns later the worker looks
-//   timer heap, fired by owner/idle    an event at the deadline; the wake-up
-//                                      is from the worker that armed it
+//   timer heap (timers.cpp), fired     an event at the deadline; the wake-up
+//   by its owner or an idle worker     is from the worker that armed it
 //
 // Deterministic: one event at a time in (time, sequence) order, every random
 // bit drawn from generators seeded by --seed, no host clock read anywhere.
@@ -211,7 +211,7 @@ class simulator {
   void spin_poll(int cpu);
   void park(int cpu);
   void notify(int cpu);
-  void wake(sim_fiber& f, usched::placement_kind kind, int origin);
+  void try_to_wake_up(sim_fiber& f, usched::placement_kind kind, int origin);
   void wake_joiner(sim_fiber& f, int cpu);
   // What a wake-up's result asks of the backend: the waker's charge, the
   // worker to notify, the trace.

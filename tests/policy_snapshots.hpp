@@ -15,7 +15,7 @@ namespace usched::test {
 // hwloc synthetic machine `synthetic` (e.g. "pack:2 l3:1 core:2 pu:1").
 inline domain_tree tree_of(const char* synthetic, unsigned workers) {
   const auto topo = detail::topology::load(synthetic);
-  return build_domains(topo.place_workers(workers, detail::worker_unit::pu));
+  return build_domains(topo.place_workers(workers, usched::worker_unit::pu));
 }
 
 // cpus() is one snapshot per worker from its number of queued fibers: a

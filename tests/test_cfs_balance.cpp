@@ -55,7 +55,7 @@ using cfs::sg_lb_stats;
 
 usched::domain_tree tree_of(const char* synthetic, unsigned workers) {
   const auto topo = usched::detail::topology::load(synthetic);
-  return usched::build_domains(topo.place_workers(workers, usched::detail::worker_unit::pu));
+  return usched::build_domains(topo.place_workers(workers, usched::worker_unit::pu));
 }
 
 // A domain built by hand: `groups` are worker lists, in ascending order of

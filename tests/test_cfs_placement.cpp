@@ -25,7 +25,7 @@ using usched::placement_request;
 using usched::sched_domain;
 using usched::sched_group;
 using usched::detail::topology;
-using usched::detail::worker_unit;
+using usched::worker_unit;
 namespace cfs = usched::cfs;
 
 // Two NUMA nodes (one per package) of four single-PU cores, no shared cache:

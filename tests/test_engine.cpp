@@ -27,7 +27,7 @@ using usched::detail::sched_entity;
 engine make_engine(const char* synthetic, unsigned workers, const char* policy,
                    usched::detail::engine_config cfg = {}) {
   const auto topo = usched::detail::topology::load(synthetic);
-  return engine(usched::build_domains(topo.place_workers(workers, usched::detail::worker_unit::pu)),
+  return engine(usched::build_domains(topo.place_workers(workers, usched::worker_unit::pu)),
                 usched::make_policy(policy), cfg);
 }
 
@@ -626,7 +626,7 @@ TEST_CASE("engine: a newly-idle balance climbs only while its cost fits the idle
   usched::detail::engine_config cfg;
   cfg.balance_pass_per_cpu_ns = 100 * us;
   const auto topo = usched::detail::topology::load("pack:1 core:2 pu:2");
-  engine e(usched::build_domains(topo.place_workers(4, usched::detail::worker_unit::pu)),
+  engine e(usched::build_domains(topo.place_workers(4, usched::worker_unit::pu)),
            usched::make_policy("cfs"), cfg);
   std::vector<usched::cpu_snapshot> scratch;
   std::deque<sched_entity> f(2);
@@ -845,7 +845,7 @@ TEST_CASE("engine: the tick ends a slice early when the running fiber leads the 
   cfg.min_granularity_ns = 3 * ms;
   cfg.wakeup_granularity_ns = 100 * ms;  // no wake-up preemption at all
   const auto topo = usched::detail::topology::load("pack:1 core:1 pu:1");
-  engine e(usched::build_domains(topo.place_workers(1, usched::detail::worker_unit::pu)),
+  engine e(usched::build_domains(topo.place_workers(1, usched::worker_unit::pu)),
            usched::make_policy("cfs"), cfg);
   std::vector<usched::cpu_snapshot> scratch;
   sched_entity runner, sleeper;

@@ -30,7 +30,7 @@ using usched::sched_domain;
 using usched::sd_level;
 using usched::detail::topology;
 using usched::detail::worker_place;
-using usched::detail::worker_unit;
+using usched::worker_unit;
 
 using cpu_list = std::vector<int>;
 using group_list = std::vector<cpu_list>;

@@ -52,7 +52,7 @@ void place(benchmark::State& state, const char* policy, what w) {
   engine_config cfg;
   cfg.fork_balance = w != what::spawn_local;
   const auto topo = usched::detail::topology::load(m.topology);
-  engine e(usched::build_domains(topo.place_workers(m.workers, usched::detail::worker_unit::pu)),
+  engine e(usched::build_domains(topo.place_workers(m.workers, usched::worker_unit::pu)),
            usched::make_policy(policy), cfg);
   std::deque<sched_entity> load;
   const std::int64_t now = 1'000'000'000;

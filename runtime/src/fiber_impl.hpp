@@ -1,5 +1,6 @@
-// fiber_impl.hpp: what a fiber is inside the runtime, and the wait protocol
-// shared by fibers and plain threads.
+// fiber_impl.hpp: what a fiber is inside the runtime, and the parker a plain
+// thread waits on; both are waitables of the wait protocol
+// (usched/detail/wait.hpp).
 #pragma once
 
 #include <atomic>
@@ -15,36 +16,6 @@
 #include <usched/detail/spinlock.hpp>
 
 namespace usched::detail {
-
-// Anything that can block in a usched primitive: a fiber, or an OS thread
-// outside the runtime (through its thread_parker).
-//
-// The wait token makes every wake-up race safe. A waiter arms the token
-// (prepare_wait, an odd value) before it publishes itself anywhere; each
-// would-be waker (a notify, a timer, a channel hand-off) tries to claim that
-// exact value with one CAS, and only the winner resumes it. The token only
-// ever grows, also across the reuse of a pooled fiber, so a stale timer entry
-// or a late notifier can never claim a later wait.
-struct waitable {
-  std::atomic<std::uint64_t> wait_token{0};
-  bool is_fiber = false;
-  // What the current (or last) wait is in, set by prepare_wait; in the
-  // padding after is_fiber, on the line the token already dirties. Read only
-  // by the hang report, from another thread: relaxed, a snapshot is enough.
-  std::atomic<wait_kind> waiting_in{wait_kind::none};
-};
-
-// claim() wins the right to resume the wait armed with `token`; false if
-// someone else already did (or the wait is over).
-inline bool claim(waitable& w, std::uint64_t token) noexcept {
-  std::uint64_t expected = token;
-  return w.wait_token.compare_exchange_strong(expected, token + 1, std::memory_order_acq_rel,
-                                              std::memory_order_relaxed);
-}
-
-// resume() makes a claimed waiter run again: a fiber is placed on a runqueue
-// by its runtime's wake placement, a thread is unparked.
-void resume(waitable& w) noexcept;
 
 // The control block is laid out by who touches what, one cache line per
 // role, because a fiber that another worker steals or wakes carries every

@@ -1,16 +1,26 @@
-// runtime_impl.hpp: the real backend. Workers are OS threads, one per PU or
-// core, pinned with hwloc; fibers run on them through Boost.Context.
+// runtime_impl.hpp: the real backend's runtime: its workers (worker.hpp),
+// the engine they drive, the stack pool, the blocking pool, and the glue of
+// the public API. Workers are OS threads, one per PU or core, pinned with
+// hwloc; fibers run on them through Boost.Context.
 //
-// Worker state machine (docs/architecture.md has the picture):
-//   run   - executing fibers, switching directly from one to the next
-//   idle  - back in the worker's own context: timers, local queue, newly-idle
-//           balance through the engine
-//   spin  - nothing found: poll the queue (and balance again) for options.spin
-//   park  - sleep on a futex until a push, a timer deadline or shutdown
-// A push onto a parked worker's queue always wakes it: the pusher publishes the
-// fiber (a seq_cst store of the queue count) and then reads the worker's park
-// word; the parker writes the park word and then re-reads the queue count, all
-// seq_cst. One of the two sees the other.
+// The backend in files by job (this class's members, the worker's, and the
+// functions the public headers call into):
+//   lifecycle.cpp      construction, describe/stats, the destructor's wait
+//   worker.cpp         a worker's thread: switching, idling, spinning, parking
+//   spawn.cpp          a fiber from spawn to recycle: start, exit, join, detach
+//   wakeup.cpp         try_to_wake_up: the engine's wake-up, carried out
+//   wait.cpp           the wait protocol: prepare, block, wake
+//   timers.cpp         the workers' timer heaps and the timer watcher
+//   blocking_pool.cpp  usched::blocking's threads
+//   hang_report.cpp    what a long wait for the last fibers says
+//   fatal.cpp          the process-ending reports
+//   fiber_local.cpp    the fiber_local tables
+//   this_fiber.cpp     usched::this_fiber (yield() is in worker.cpp)
+//   clock.cpp          the time-stamp counter's calibration
+// (The primitives' out-of-line parts, the stack pool, stack-overflow
+// detection, the statistics' text and the options have files named after
+// them: sync.cpp, latch.cpp, semaphore.cpp, stack_pool.cpp, overflow.cpp,
+// stats.cpp, options.cpp.)
 #pragma once
 
 #include <atomic>
@@ -27,235 +37,13 @@
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
 
-#include "clock.hpp"
 #include "domains.hpp"
 #include "engine.hpp"
-#include "random.hpp"
-#include "fiber_impl.hpp"
 #include "stack_pool.hpp"
 #include "topology.hpp"
+#include "worker.hpp"
 
 namespace usched::detail {
-
-class runtime_impl;
-class worker;
-
-// The engine's clock in the real backend (clock.hpp), as an event's
-// now_source: read when the engine first needs it, at most once.
-inline std::int64_t read_engine_clock() noexcept { return engine_now_ns(); }
-inline now_source engine_clock() noexcept { return now_source(&read_engine_clock); }
-// switch_clock() is the clock of a running fiber's switch: an engine that
-// keeps time (the fair discipline, load tracking) reads it on every switch
-// away from a fiber, so it is read here, inline, instead of through the
-// now_source's call; the others never read it.
-inline now_source switch_clock(const engine& e) noexcept {
-  return e.keeps_time() ? now_source(engine_now_ns()) : engine_clock();
-}
-
-// The worker the calling OS thread is (of any runtime), or null.
-worker* worker_of_this_thread() noexcept;
-
-// A sleeping or timed wait, in the heap of the worker it blocked on.
-struct timer_entry {
-  std::int64_t deadline;
-  fiber* f;
-  std::uint64_t token;
-  bool operator>(const timer_entry& o) const noexcept { return deadline > o.deadline; }
-};
-
-class worker {
- public:
-  worker(runtime_impl& rt, int index, const worker_place& place);
-  worker(const worker&) = delete;
-  worker& operator=(const worker&) = delete;
-
-  void start();
-  void join();
-
-  int index() const noexcept { return index_; }
-  runtime_impl& rt() const noexcept { return rt_; }
-  // The running fiber, or null when the worker is in its own context.
-  fiber* current_fiber() const noexcept { return current_ == &idle_ ? nullptr : current_; }
-
-  // ---- called on this worker's thread, by the running fiber -------------
-  // yield_current() requeues the running fiber behind the next one, if any:
-  // `action` is prev_action::yield for this_fiber::yield(), requeue for a
-  // preemption at a preempt point.
-  void yield_current(prev_action action = prev_action::yield);
-  // block_current() switches away from `self`, which has armed `token` and
-  // published itself; when has_timer(deadline_ns), a timer on this worker's
-  // heap claims the token then. `joined`: the fiber `self` waits for (a
-  // join); if it is queued here, it runs next (the join hand-off).
-  void block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns, fiber* joined = nullptr);
-  // exit_current() leaves the finished running fiber forever. `joiner`:
-  // the fiber fiber_done() claimed, which waited for this one to finish;
-  // it is woken here, in the exit's switch.
-  [[noreturn]] void exit_current(fiber* joiner);
-  // preempt_check() is this_fiber::preempt_point(): run the tick if it is
-  // due, and yield if a wake-up asked for it or the slice is used up while
-  // others wait.
-  void preempt_check();
-  // splitmix64 over the worker's own state.
-  std::uint64_t next_random() noexcept { return splitmix64(rng_); }
-  // A fresh fiber id, from a block this worker reserved: the shared counter
-  // is touched once per id_block spawns, not on every one.
-  std::uint64_t next_fiber_id() noexcept {
-    if (id_next_ == id_end_) [[unlikely]] reserve_fiber_ids();
-    return id_next_++;
-  }
-  std::vector<cpu_snapshot>& scratch() noexcept { return scratch_; }
-  // The worker's cache of pooled fibers, for its own spawns and exits.
-  fiber* take_fiber() {
-    if (fiber_cache_.empty()) [[unlikely]] refill_fiber_cache();
-    fiber* f = fiber_cache_.back();
-    fiber_cache_.pop_back();
-    // The next spawn's fiber, while this one's spawn goes on.
-    if (!fiber_cache_.empty()) prefetch_for_spawn(fiber_cache_.back(), keeps_time_);
-    return f;
-  }
-  void give_fiber(fiber* f) {
-    if (fiber_cache_.size() == fiber_cache_max) [[unlikely]] spill_fiber_cache();
-    fiber_cache_.push_back(f);
-  }
-
-  // ---- any thread ---------------------------------------------------------
-  // notify() wakes the worker if it is parked. The caller has published work
-  // on its runqueue (runqueue::push_back's seq_cst store of the count).
-  void notify() noexcept;
-  bool parked() const noexcept { return park_word_.load(std::memory_order_seq_cst) != 0; }
-  // kick_spinning() asks this worker, if it is spinning in its idle loop, to
-  // leave the spin and balance unrationed (a pull kick, wake_result::pull);
-  // false when it is not spinning. A kick already pending counts as done.
-  bool kick_spinning() noexcept {
-    std::uint32_t s = spin_word_.load(std::memory_order_seq_cst);
-    if (s == spin_kicked) return true;
-    return s == spin_open && spin_word_.compare_exchange_strong(s, spin_kicked, std::memory_order_seq_cst);
-  }
-  // mark_pull(): the parked worker about to be notified for a pull kick
-  // balances unrationed when it wakes. A mark that finds it already awake
-  // is cleared by its next spin.
-  void mark_pull() noexcept { spin_word_.store(spin_kicked, std::memory_order_seq_cst); }
-  // The earliest deadline on this worker's timer heap, far_deadline_ns when
-  // it is empty. Written under the heap's lock (seq_cst: the timer watcher's
-  // hand-shake, see runtime_impl::watch_timer), read without it.
-  std::int64_t earliest_timer() const noexcept { return earliest_timer_.load(std::memory_order_seq_cst); }
-
-  worker_stats stats() const noexcept;
-
- private:
-  friend class runtime_impl;
-  void main();
-  fiber* find_work();
-  void idle_wait();
-  // ---- timers (docs/architecture.md, "Timers") ----
-  // add_timer() puts a wait's deadline on this worker's heap; the running
-  // fiber's worker only.
-  void add_timer(std::int64_t deadline_ns, fiber* f, std::uint64_t token);
-  // run_timers() fires this worker's own timers due by `now`; its thread
-  // only (the switch paths and the idle loop).
-  void run_timers(std::int64_t now);
-  // fire_timers() pops the entries of this worker's heap due by `now` and
-  // resumes their waits, on the thread of worker `by` (this one, or an idle
-  // worker firing the timers of a busy one). With `try_only` it gives up
-  // when the heap's lock is taken: its holder is firing them, or is the owner
-  // adding one, and the caller looks again at its next poll. Returns
-  // how many waits it resumed. Any thread; takes timer_lock_.
-  std::size_t fire_timers(std::int64_t now, worker& by, bool try_only);
-  // fire_due_timers() is the idle worker's look at every worker's heap:
-  // fires what is due anywhere. True if it resumed a wait.
-  bool fire_due_timers();
-  // leaving_idle() runs when the idle loop found a fiber to run: the
-  // runtime's timer watcher must now cover this worker's timers, and an
-  // ex-watcher hands its watch to a parked worker.
-  void leaving_idle() noexcept;
-  void reserve_fiber_ids() noexcept;
-  void refill_fiber_cache();
-  void spill_fiber_cache();
-  // Fibers a worker keeps for its own spawns before returning them to the
-  // runtime's pool: enough for bursts of short-lived fibers without touching
-  // the pool's lock.
-  static constexpr std::size_t fiber_cache_max = 64;
-  void switch_to(fiber* next, bool prev_exits);
-  void switch_current(prev_action action, const now_source& now);
-  // The slice starts at the first preempt point after a switch, not at the
-  // switch itself: reading the counter costs as much as the rest of a
-  // switch, and only fibers that call preempt_point() have slices to
-  // measure.
-  void start_slice() noexcept { slice_start_ = 0; }
-  unsigned tick(std::int64_t now);  // fibers its periodic balance pulled here
-  void account_idle_busy(bool becoming_idle, std::uint64_t now_cycles) noexcept;
-  void finish_switch(bctx::fcontext_t from) noexcept;
-  static void fiber_entry(bctx::transfer_t t);
-
-  runtime_impl& rt_;
-  const int index_;
-  const worker_place place_;
-  const bool keeps_time_;  // the engine's keeps_time(), for prefetch_for_spawn()
-  std::thread thread_;
-
-  fiber idle_;               // this worker's own context (its thread's stack)
-  fiber* current_ = &idle_;  // what runs now
-  fiber* pending_prev_ = nullptr;  // the context being switched away from
-  bool pending_exit_ = false;      // ... and whether it has finished for good
-  std::uint64_t slice_start_ = 0;  // cycles() when current_'s slice began
-  std::uint64_t next_tick_cycles_ = 0;
-  // When the worker last went idle or busy, in counter ticks: the switch out
-  // of the idle loop is on the wake-up path, where the counter costs less
-  // than half of a steady-clock read.
-  std::uint64_t phase_start_cycles_ = 0;
-  std::uint64_t found_cycles_ = 0;  // the counter when find_work() last looked
-
-  // Whether this worker's heap may hold timers: set when it adds one,
-  // cleared when it sees the heap empty. Only this worker's thread touches
-  // it, so the switch paths test a plain flag, not the heap's lock or
-  // atomics (another worker emptying the heap leaves it set until then).
-  bool has_timers_ = false;
-  // This worker is parked as the runtime's timer watcher (watching_), or
-  // was and has not yet handed the watch on (watch_handoff_); own thread.
-  bool watching_ = false;
-  bool watch_handoff_ = false;
-  bool kicked_ = false;  // the idle wait ended with a pull kick: balance unrationed
-  std::vector<cpu_snapshot> scratch_;
-  std::vector<fiber*> fiber_cache_;
-  std::uint64_t rng_;
-  std::uint64_t id_next_ = 0;
-  std::uint64_t id_end_ = 0;
-
-  // 1 while parked (or about to park), 0 otherwise; the futex word.
-  alignas(64) std::atomic<std::uint32_t> park_word_{0};
-  // While the idle loop spins under a policy whose idle workers do not
-  // balance by themselves: spin_open, or spin_kicked once a busy worker
-  // has asked it to balance (kick_spinning(), or mark_pull() before a
-  // park's notify); spin_none otherwise. Not on the park word's line: every
-  // wake-up's notify() reads that one, and the spinner writes this one as
-  // its spin starts and ends, which would cost the wake-up of a spinning
-  // worker a line transfer on its way to the fiber (measured: +80-100 ns).
-  static constexpr std::uint32_t spin_none = 0, spin_open = 1, spin_kicked = 2;
-  alignas(64) std::atomic<std::uint32_t> spin_word_{spin_none};
-
-  // The timer heap, on lines of its own: other workers read earliest_timer_
-  // while idle and take timer_lock_ to fire what is due, and neither may
-  // share a line with what this worker's switches write.
-  // timers_ is a min-heap by deadline, under timer_lock_; only this worker
-  // adds to it, any worker pops due entries (fire_timers).
-  alignas(64) std::atomic<std::int64_t> earliest_timer_{far_deadline_ns};
-  spinlock timer_lock_;
-  std::vector<timer_entry> timers_;
-
-  // Counters written by this worker's thread only; relaxed atomics so that
-  // runtime::stats() may read them from another thread at any time.
-  stat_counter fibers_run_;
-  stat_counter parks_;
-  // Fibers this worker's thread spawned and fibers that finished on it. The
-  // runtime's destructor sums them over all workers (runtime_impl::all_done)
-  // instead of every spawn and exit changing one shared counter, whose
-  // cache line would cross between workers whenever a fiber is stolen.
-  // Single writer; release stores, acquire loads by the destructor.
-  std::atomic<std::uint64_t> spawned_{0};
-  std::atomic<std::uint64_t> exited_{0};
-  stat_counter idle_cycles_;  // converted to ns by stats()
-  stat_counter busy_cycles_;
-};
 
 class runtime_impl {
  public:
@@ -310,15 +98,18 @@ class runtime_impl {
   void discard(fiber* f, worker* w) noexcept;
   void start(fiber* f, task_base* task, const spawn_options& opts, worker* w);
 
-  // schedule() places a runnable fiber (placement by policy unless pinned)
-  // and wakes whoever must run it.
-  void schedule(fiber* f, placement_kind kind) noexcept;
-  void schedule(fiber* f, placement_kind kind, worker* w) noexcept;
+  // try_to_wake_up() makes a fiber runnable, new (placement_kind::spawn) or
+  // woken: the engine's wake-up event places it (by the policy unless
+  // pinned) and queues it, and the backend wakes whoever must run it. The
+  // kernel's try_to_wake_up(), the caller of core.c's decision; the switch
+  // decision itself is engine::schedule().
+  void try_to_wake_up(fiber* f, placement_kind kind) noexcept;
+  void try_to_wake_up(fiber* f, placement_kind kind, worker* w) noexcept;
   // The same, for a wake-up whose waker is not the calling worker: a timer
   // is the worker's that armed it, whichever worker fires it (the kernel's
   // hrtimer interrupt runs on the CPU that armed it), so wake_affine() pulls
   // nothing towards a spinning worker that only happened to look first.
-  void schedule(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
+  void try_to_wake_up(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
   // carry_out() wakes whom a wake-up's result names (the worker it queued
   // on, a parked worker to balance); `w` is the calling worker, or null.
   void carry_out(const wake_result& r, worker* w) noexcept;
@@ -342,7 +133,7 @@ class runtime_impl {
   std::atomic<int> nr_spinning{0};
   std::atomic<int> nr_parked{0};
 
-  // ---- the timer watcher (docs/architecture.md, "Timers") ----
+  // ---- the timer watcher (timers.cpp; docs/architecture.md, "Timers") ----
   // One parked worker at a time is the watcher: it sleeps only until the
   // earliest timer of every worker that is not parked (a parked worker
   // wakes for its own), so that a timer whose worker runs a fiber that does
@@ -354,9 +145,9 @@ class runtime_impl {
   // watched_deadline() is what the watcher `self` sleeps until: the earliest
   // timer of itself and of every worker not parked.
   std::int64_t watched_deadline(const worker& self) const noexcept;
-  // hand_off_watch(): `self`, the watcher until it unparked, goes to run a
+  // pass_watch(): `self`, the watcher until it unparked, goes to run a
   // fiber; if timers wait and nobody watches, wake a parked worker to.
-  void hand_off_watch(const worker& self) noexcept;
+  void pass_watch(const worker& self) noexcept;
   // The watcher's worker index, -1 for none; and the deadline it sleeps
   // until (meaningful while timer_watcher >= 0).
   std::atomic<int> timer_watcher{-1};

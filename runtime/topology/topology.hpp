@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <usched/worker_unit.hpp>
+
 #include "domains.hpp"
 
 namespace usched::detail {
-
-// What one worker is bound to: a single PU, or every PU of one core.
-enum class worker_unit { pu, core };
 
 class topology {
  public:

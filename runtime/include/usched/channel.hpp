@@ -60,7 +60,7 @@ class recv_result {
 
  private:
   // The channel receives straight into value_: no move of T after the
-  // hand-off, which a throwing move could lose the value in.
+  // transfer, which a throwing move could lose the value in.
   friend class channel<T>;
   std::optional<T> value_;
   channel_status status_ = channel_status::empty;
@@ -73,7 +73,7 @@ struct channel_access;  // usched/select.hpp: what select needs of a channel
 // How a waker ended a channel waiter's wait. Written only by the waker that
 // won the claim, before it resumes the waiter; `pending` after the wait
 // ends means a timer or a stop request claimed it.
-enum class handoff : std::uint8_t {
+enum class channel_outcome : std::uint8_t {
   pending,
   done,    // the item was handed over (sent, or received into the slot)
   closed,  // the channel was closed
@@ -86,7 +86,7 @@ enum class handoff : std::uint8_t {
 // select carries the same waitable and token, so exactly one channel's
 // waker wins the claim, and the channel it won on says which case fired.
 struct channel_waiter : waiter {
-  handoff outcome = handoff::pending;
+  channel_outcome outcome = channel_outcome::pending;
   // What moving this sender's item threw, rethrown by the sender: the
   // value is its to keep, so the exception is too (see channel<T>).
   std::exception_ptr error;
@@ -256,11 +256,11 @@ class channel {
   void close() noexcept {
     std::lock_guard<detail::spinlock> g(lock_);
     closed_ = true;
-    // Claimed as any hand-off is: a waiter a timer, a stop request or
+    // Claimed as any transfer is: a waiter a timer, a stop request or
     // another case of its select ended is passed over.
     for (detail::wait_list* list : {&receivers_, &senders_}) {
       while (detail::waiter* p = list->pop_front()) {
-        if (claim(as_chan(*p))) end_wait(as_chan(*p), detail::handoff::closed);
+        if (claim(as_chan(*p))) end_wait(as_chan(*p), detail::channel_outcome::closed);
       }
     }
   }
@@ -311,11 +311,11 @@ class channel {
     --size_;
   }
 
-  // end_wait() is the waker's half of a hand-off after it has claimed `w`
+  // end_wait() is the waker's half of a transfer after it has claimed `w`
   // (the lock held, w unlinked): record how the wait ended, then resume it.
   // Last: once resumed the waiter may return and its node (on its stack)
   // be gone.
-  static void end_wait(detail::channel_waiter& w, detail::handoff how) noexcept {
+  static void end_wait(detail::channel_waiter& w, detail::channel_outcome how) noexcept {
     w.outcome = how;
     detail::resume_wait(*w.who);
   }
@@ -332,10 +332,10 @@ class channel {
       try {
         static_cast<std::optional<T>*>(r.item)->emplace(std::move(v));
       } catch (...) {
-        end_wait(r, detail::handoff::retry);
+        end_wait(r, detail::channel_outcome::retry);
         throw;
       }
-      end_wait(r, detail::handoff::done);
+      end_wait(r, detail::channel_outcome::done);
       return true;
     }
     return false;
@@ -379,10 +379,10 @@ class channel {
         // rethrows it, holds the exception's last reference: it is
         // destroyed on the sender's side, after everything this side did.
         s.error = std::move(error);
-        end_wait(s, detail::handoff::threw);
+        end_wait(s, detail::channel_outcome::threw);
         continue;
       }
-      end_wait(s, detail::handoff::done);
+      end_wait(s, detail::channel_outcome::done);
       return true;
     }
     return false;
@@ -415,11 +415,11 @@ class channel {
     w.item = &v;
     detail::wait_in(lk, senders_, w, detail::wait_kind::channel_send, this, deadline_ns, stop);
     switch (w.outcome) {
-      case detail::handoff::done: return channel_status::ok;
-      case detail::handoff::closed: return channel_status::closed;
-      case detail::handoff::threw: std::rethrow_exception(std::move(w.error));
-      case detail::handoff::retry:  // only receivers are told to retry
-      case detail::handoff::pending: break;
+      case detail::channel_outcome::done: return channel_status::ok;
+      case detail::channel_outcome::closed: return channel_status::closed;
+      case detail::channel_outcome::threw: std::rethrow_exception(std::move(w.error));
+      case detail::channel_outcome::retry:  // only receivers are told to retry
+      case detail::channel_outcome::pending: break;
     }
     return stop.stop_requested() ? channel_status::stopped : channel_status::timeout;
   }
@@ -438,15 +438,15 @@ class channel {
       w.item = &out;
       detail::wait_in(lk, receivers_, w, detail::wait_kind::channel_recv, this, deadline_ns, stop);
       switch (w.outcome) {
-        case detail::handoff::done: return channel_status::ok;
-        case detail::handoff::closed: return channel_status::closed;
-        case detail::handoff::retry:
+        case detail::channel_outcome::done: return channel_status::ok;
+        case detail::channel_outcome::closed: return channel_status::closed;
+        case detail::channel_outcome::retry:
           // A sender claimed us and its value threw on the way: our wait
           // is over but we have nothing; look again, same deadline.
           lk.lock();
           continue;
-        case detail::handoff::threw:  // only senders' values throw for them
-        case detail::handoff::pending: break;
+        case detail::channel_outcome::threw:  // only senders' values throw for them
+        case detail::channel_outcome::pending: break;
       }
       return stop.stop_requested() ? channel_status::stopped : channel_status::timeout;
     }

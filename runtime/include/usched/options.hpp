@@ -6,13 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace usched {
+#include <usched/worker_unit.hpp>
 
-// What one worker is bound to.
-enum class worker_unit {
-  pu,    // one worker per processing unit (hardware thread)
-  core,  // one worker per core, bound to all of the core's PUs
-};
+namespace usched {
 
 // The default usable stack of a fiber. Sanitizers enlarge every frame (ASan's
 // redzones; TSan's runtime runs its own calls on the fiber's stack), so a

@@ -158,7 +158,7 @@ class recv_case {
     detail::channel_access::link_recv_locked(*ch_, w_);
   }
   void unlink() noexcept { detail::channel_access::unlink_recv(*ch_, w_); }
-  detail::handoff outcome() const noexcept { return w_.outcome; }
+  detail::channel_outcome outcome() const noexcept { return w_.outcome; }
   // A retry: a sender's move threw after it claimed this case.
   void reset() noexcept { slot_.reset(); }
   std::exception_ptr error() noexcept { return w_.error; }
@@ -188,7 +188,7 @@ class send_case {
   const void* object() const noexcept { return ch_; }
   detail::spinlock& lock() noexcept { return detail::channel_access::lock(*ch_); }
   bool poll_locked() {
-    w_.outcome = detail::handoff::pending;  // fire() reads sent_, not a wait of an earlier round
+    w_.outcome = detail::channel_outcome::pending;  // fire() reads sent_, not a wait of an earlier round
     return detail::channel_access::poll_send_locked(*ch_, source(), sent_);
   }
   void link_locked(detail::waitable& me, std::uint64_t token) noexcept {
@@ -199,11 +199,11 @@ class send_case {
     detail::channel_access::link_send_locked(*ch_, w_);
   }
   void unlink() noexcept { detail::channel_access::unlink_send(*ch_, w_); }
-  detail::handoff outcome() const noexcept { return w_.outcome; }
+  detail::channel_outcome outcome() const noexcept { return w_.outcome; }
   void reset() noexcept {}
   std::exception_ptr error() noexcept { return w_.error; }
   void fire() {
-    if (w_.outcome != detail::handoff::pending) sent_ = w_.outcome == detail::handoff::done;
+    if (w_.outcome != detail::channel_outcome::pending) sent_ = w_.outcome == detail::channel_outcome::done;
     detail::invoke_case(fn_, sent_);
   }
 
@@ -443,16 +443,16 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
       block(*me, token, deadline_ns, stop);
       // The winner's waker unlinked it; every other case may still be
       // linked, or be in the hands of a waker that lost the claim.
-      handoff how = handoff::pending;
+      channel_outcome how = channel_outcome::pending;
       for_each_channel_case([&](auto& c, std::size_t k) {
-        if (c.outcome() == handoff::pending) {
+        if (c.outcome() == channel_outcome::pending) {
           c.unlink();
         } else {
           taken = k;
           how = c.outcome();
         }
       });
-      if (how == handoff::pending) {
+      if (how == channel_outcome::pending) {
         // The timer or the stop request claimed the wait.
         if constexpr (n_stop > 0) {
           if (stop.stop_requested()) taken = stop_at;
@@ -461,14 +461,14 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
           if (taken == npos) taken = timeout_at;
         }
         if (taken == npos) taken = stop_at;  // no timer: only the stop ends the wait
-      } else if (how == handoff::retry) {
+      } else if (how == channel_outcome::retry) {
         // A sender claimed a receive case, then its value threw on the way
         // (the sender has the exception): nothing happened here; poll again.
         visit(taken, [](auto& c) {
           if constexpr (is_channel_case<decltype(c)>) c.reset();
         });
         continue;
-      } else if (how == handoff::threw) {
+      } else if (how == channel_outcome::threw) {
         // Our send case's value threw as a receiver moved it: the value is
         // still the caller's, and so is the exception.
         std::exception_ptr e;

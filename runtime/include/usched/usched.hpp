@@ -24,4 +24,5 @@
 #include <usched/shared_mutex.hpp>
 #include <usched/task_group.hpp>
 #include <usched/wait_group.hpp>
+#include <usched/worker_unit.hpp>
 

@@ -9,14 +9,13 @@
 // exactly once. Fibers and plain OS threads block through the same calls.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <stop_token>
 
 #include <usched/detail/deadline.hpp>
 
 namespace usched::detail {
-
-struct waitable;  // a fiber, or a thread's parker (runtime internals)
 
 // What a blocked caller waits in. Recorded on every wait (one byte and one
 // pointer stored, on lines the waiter owns) so that a runtime whose
@@ -41,6 +40,25 @@ enum class wait_kind : std::uint8_t {
   blocking,           // usched::blocking: a call running on the blocking pool
 };
 
+// Anything that can block in a usched primitive: a fiber, or an OS thread
+// outside the runtime (through its thread_parker); both are the runtime's
+// internals, derived from this.
+//
+// The wait token makes every wake-up race safe. A waiter arms the token
+// (prepare_wait, an odd value) before it publishes itself anywhere; each
+// would-be waker (a notify, a timer, a channel transfer) tries to claim that
+// exact value with one CAS, and only the winner resumes it. The token only
+// ever grows, also across the reuse of a pooled fiber, so a stale timer entry
+// or a late notifier can never claim a later wait.
+struct waitable {
+  std::atomic<std::uint64_t> wait_token{0};
+  bool is_fiber = false;
+  // What the current (or last) wait is in, set by prepare_wait; in the
+  // padding after is_fiber, on the line the token already dirties. Read only
+  // by the hang report, from another thread: relaxed, a snapshot is enough.
+  std::atomic<wait_kind> waiting_in{wait_kind::none};
+};
+
 // The caller's waitable: its fiber, or its thread's parker.
 waitable& current_waitable() noexcept;
 // Arm the caller for one wait in `kind` on `object` (the primitive); returns
@@ -60,11 +78,18 @@ constexpr bool has_timer(std::int64_t deadline_ns) noexcept {
 // Claim `token` and make `w` runnable; false if already claimed.
 bool wake(waitable& w, std::uint64_t token) noexcept;
 // The two halves of wake(), for a waker that must know it won the wait
-// before it hands anything over (a wait a timer or a stop request may end):
-// claim_wait() wins the right to resume it (false: someone else did),
-// resume_wait() then makes it runnable. Between them the waiter stays
-// blocked, so what the waker writes for it is seen when it resumes.
-bool claim_wait(waitable& w, std::uint64_t token) noexcept;
+// before it hands anything over (a wait a timer or a stop request may end).
+// Between them the waiter stays blocked, so what the waker writes for it is
+// seen when it resumes.
+// claim_wait() wins the right to resume the wait armed with `token`; false
+// if someone else already did (or the wait is over).
+inline bool claim_wait(waitable& w, std::uint64_t token) noexcept {
+  std::uint64_t expected = token;
+  return w.wait_token.compare_exchange_strong(expected, token + 1, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed);
+}
+// resume_wait() makes a claimed waiter run again: a fiber is placed on a
+// runqueue by its runtime's wake placement, a thread is unparked.
 void resume_wait(waitable& w) noexcept;
 
 // block() that also ends when `stop` is requested: a stop callback claims
@@ -88,8 +113,8 @@ struct waiter {
   waitable* who = nullptr;
   std::uint64_t token = 0;
   bool linked = false;
-  // Channel hand-off: the item a waiting sender offers, or the slot a waiting
-  // receiver gets its item in; `ok` says whether the hand-off happened.
+  // Channel transfer: the item a waiting sender offers, or the slot a waiting
+  // receiver gets its item in; `ok` says whether the transfer happened.
   void* item = nullptr;
   bool ok = false;
 };

@@ -1,0 +1,68 @@
+// fatal.cpp: the process-ending reports. Where the runtime cannot go on
+// (an uncaught exception nobody will see, a task_group dropped with an error
+// unobserved, a runtime destroyed from its own fiber), it says why in one
+// line on stderr and aborts.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include <usched/task_group.hpp>
+
+#include "fatal.hpp"
+#include "runtime_impl.hpp"
+
+namespace usched::detail {
+
+// The end of a process the runtime cannot go on in: one line to stderr with
+// a plain write, whatever the log level (the process is about to die and this
+// is the only account of why), then abort(), not std::terminate(): there is
+// no active exception, and the C++ runtime's terminate handler would add a
+// misleading "without an active exception" line.
+[[noreturn]] void die(std::string line) noexcept {
+  // One line, however long the parts are: a newline in one would split it.
+  for (char& c : line) {
+    if (c == '\n') c = ' ';
+  }
+  line = "usched: " + line + "\n";
+  for (std::size_t off = 0; off < line.size();) {
+    const ssize_t n = write(STDERR_FILENO, line.data() + off, line.size() - off);
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+  std::abort();
+}
+
+std::string fiber_name(const fiber* f) {
+  std::string s = std::to_string(f->id.load(std::memory_order_relaxed));
+  if (const char* label = f->label.load(std::memory_order_relaxed)) s += " (\"" + std::string(label) + "\")";
+  return s;
+}
+
+namespace {
+
+// what_of(): an exception's what(), for the one-line reports.
+std::string what_of(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+  }
+  return "unknown exception";
+}
+
+}  // namespace
+
+[[noreturn]] void report_detached_exception(fiber* f) noexcept {
+  f->rt->log().flush();
+  die("detached fiber " + fiber_name(f) + " ended with an uncaught exception: " + what_of(f->task->error) +
+      "; aborting");
+}
+
+void report_unobserved_group_exception(const std::exception_ptr& e) noexcept {
+  die("a task_group was destroyed without a wait() after a task threw: " + what_of(e) + "; aborting");
+}
+
+}  // namespace usched::detail

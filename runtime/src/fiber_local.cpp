@@ -1,0 +1,62 @@
+// fiber_local.cpp: the tables behind usched::fiber_local: each fiber's
+// (made on first use, cleared when it returns), or its thread's.
+#include <atomic>
+
+#include <usched/fiber_local.hpp>
+
+#include "runtime_impl.hpp"
+
+namespace usched::detail {
+
+namespace {
+
+// The fiber_local table of the caller: its fiber's (made on first use), or
+// its thread's.
+fiber_locals& locals_of_caller() {
+  if (worker* w = worker_of_this_thread()) {
+    if (fiber* f = w->current_fiber()) {
+      if (!f->locals) f->locals = new fiber_locals;
+      return *f->locals;
+    }
+  }
+  thread_local fiber_locals of_thread;
+  return of_thread;
+}
+
+}  // namespace
+
+void* fiber_local_find(std::uint64_t key) noexcept {
+  fiber_locals* l = nullptr;
+  if (worker* w = worker_of_this_thread(); w && w->current_fiber()) {
+    l = w->current_fiber()->locals;
+    if (!l) return nullptr;
+  } else {
+    l = &locals_of_caller();
+  }
+  for (auto it = l->entries.rbegin(); it != l->entries.rend(); ++it) {
+    if (it->key == key) return it->value;
+  }
+  return nullptr;
+}
+
+void fiber_local_add(std::uint64_t key, void* value, void (*destroy)(void*) noexcept) {
+  try {
+    locals_of_caller().entries.push_back({key, value, destroy});
+  } catch (...) {
+    destroy(value);
+    throw;
+  }
+}
+
+void clear_fiber_locals() noexcept {
+  if (worker* w = worker_of_this_thread(); w && w->current_fiber() && w->current_fiber()->locals) {
+    w->current_fiber()->locals->clear();
+  }
+}
+
+std::uint64_t new_fiber_local_key() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace usched::detail
