@@ -2,8 +2,6 @@
 // increments in all: ns per lock+unlock, the count checked.
 #include <mutex>
 #include <stdexcept>
-#include <thread>
-#include <vector>
 
 #include "../workloads.hpp"
 
