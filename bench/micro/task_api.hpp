@@ -2,7 +2,9 @@
 // counting semaphores, shared mutexes, barriers), written once over the
 // primitive's type so that usched, Boost.Fiber and std:: on threads run the
 // same code. The workloads (workloads/future.cpp, semaphore.cpp, ...)
-// supply the runtime: where each side runs, how it is started and joined.
+// supply the runtime: where each side runs, how it is started and joined
+// (for the semaphore, shared mutex and barrier, a peer's sides runner,
+// sides_on in workload.hpp, which the *_ns() runs below take).
 //
 // Every workload counts what it did and what went wrong while it runs, and
 // check() throws after the sides are joined: an exception thrown inside a
@@ -12,6 +14,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -89,6 +92,14 @@ class future_pingpong {
       throw std::runtime_error("future hand-off: " + std::to_string(pinger_wrong_ + ponger_wrong_) +
                                " values arrived out of order or wrong");
     }
+  }
+
+  // ns_per_hand_off() is check() and then `elapsed_ns`, the time the two
+  // sides took, per hand-off: what a run reports, once it has read the
+  // clock after both sides returned.
+  double ns_per_hand_off(std::int64_t elapsed_ns) const {
+    check();
+    return static_cast<double>(elapsed_ns) / static_cast<double>(hand_offs());
   }
 
  private:
@@ -184,6 +195,20 @@ class cv_semaphore {
   long count_;  // guarded by m_
 };
 
+// semaphore_ns() is one run of the workload on a fresh Semaphore (any
+// with acquire() and release()) of semaphore_permits permits, the
+// semaphore_fibers sides run by `sides` and each holding a permit across
+// the peer's `yield`, ops / semaphore_fibers pairs each: ns per
+// acquire/release pair, checked.
+template <class Semaphore, class Sides, class Yield>
+double semaphore_ns(long ops, Sides sides, Yield yield) {
+  Semaphore sem(semaphore_permits);
+  semaphore_contention c{semaphore_fibers, semaphore_permits, ops / semaphore_fibers};
+  const double t = sides(c.fibers, [&](long) { c.side(sem, yield); });
+  c.check();
+  return t / static_cast<double>(c.operations());
+}
+
 // ---- shared_mutex: a readers-heavy mix ----------------------------------------------
 
 // One operation in shared_mutex_write_every takes the lock exclusively.
@@ -242,6 +267,18 @@ struct shared_mutex_mix {
   }
 };
 
+// shared_mutex_ns() is one run of the mix on a fresh SharedMutex, its
+// shared_mutex_fibers sides run by `sides`, ops / shared_mutex_fibers
+// operations each: ns per operation, checked.
+template <class SharedMutex, class Sides>
+double shared_mutex_ns(long ops, Sides sides) {
+  SharedMutex m;
+  shared_mutex_mix mix{shared_mutex_fibers, ops / shared_mutex_fibers};
+  const double t = sides(mix.fibers, [&](long i) { mix.side(m, i); });
+  mix.check();
+  return t / static_cast<double>(mix.operations());
+}
+
 // ---- barrier: phases ----------------------------------------------------------------------
 
 // barrier_phases: `parties` sides each arrive at a barrier `phases` times.
@@ -281,5 +318,24 @@ struct barrier_phases {
     }
   }
 };
+
+// completion_barrier_ns() is one run of the phases on a fresh barrier with
+// a completion step, Barrier<Completion> (usched::barrier, std::barrier),
+// whose completion checks each phase; the barrier_parties sides run by
+// `sides`, ops / barrier_ops_per_phase phases: ns per phase, checked.
+template <template <class> class Barrier, class Sides>
+double completion_barrier_ns(long ops, Sides sides) {
+  barrier_phases b{barrier_parties, ops / barrier_ops_per_phase};
+  const auto completion = [&b]() noexcept { b.on_phase(false); };
+  Barrier<decltype(completion)> bar(b.parties, completion);
+  const double t = sides(b.parties, [&](long) {
+    for (long p = 0; p < b.phases; ++p) {
+      b.arriving();
+      bar.arrive_and_wait();
+    }
+  });
+  b.check();
+  return t / static_cast<double>(b.phases);
+}
 
 }  // namespace micro

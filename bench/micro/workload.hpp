@@ -78,6 +78,27 @@ inline usched::spawn_options on_worker(int w) {
   return so;
 }
 
+// ---- the timing loops -------------------------------------------------------------
+
+// time_ns() is the timing loop of a workload that reports ns per operation:
+// each benchmark iteration runs body() once on the calling thread and sets
+// the counter "ns" to what it returns. For Boost.Fiber that thread is the
+// pool's thread 0, which spawns the fibers; for threads, the one that
+// starts and joins them.
+template <class Body>
+void time_ns(benchmark::State& state, Body body) {
+  for (auto _ : state) state.counters["ns"] = body();
+}
+
+// time_usched() is the same for usched: one runtime from e.cfg, made before
+// the first iteration and kept across them, and body() run on it as a
+// fiber each iteration.
+template <class Body>
+void time_usched(benchmark::State& state, const env& e, Body body) {
+  auto rt = make_runtime(e.cfg, e.cfg.workers);
+  time_ns(state, [&] { return rt->run(body); });
+}
+
 // ---- shared by several workloads -------------------------------------------------
 
 // spawn_join_run() spawns `n` with spawn(count) in batches of spawn_batch,
@@ -100,40 +121,72 @@ double spawn_join_run(long n, Spawn spawn, Join join) {
   return static_cast<double>(t1 - t0) / static_cast<double>(n);
 }
 
-// Spawns `n` fibers running side(i) anywhere and joins them: ns from the
-// first spawn to the last join.
-template <class Side>
-double us_sides(long n, Side side) {
-  std::vector<usched::join_handle<void>> hs;
-  hs.reserve(static_cast<std::size_t>(n));
+// yield_pair_usched(), yield_pair_boost(): the yield benchmarks' two
+// fibers, running a() and b(), yields_total switches between them in all,
+// on usched's worker 0 (call it from a fiber of the runtime) or on
+// Boost.Fiber's thread 0 (with one thread, where no other can steal them):
+// ns per switch, from when both are queued to when both are done.
+template <class A, class B>
+double yield_pair_usched(A a, B b) {
+  auto fa = usched::spawn(on_worker(0), std::move(a));
+  auto fb = usched::spawn(on_worker(0), std::move(b));
+  // Both are queued on worker 0 before either runs when this fiber is
+  // elsewhere; time from here to both done covers every switch.
   const std::int64_t t0 = now_ns();
-  for (long i = 0; i < n; ++i) hs.push_back(usched::spawn([&side, i] { side(i); }));
-  for (auto& h : hs) h.join();
-  return static_cast<double>(now_ns() - t0);
+  fa.join();
+  fb.join();
+  return static_cast<double>(now_ns() - t0) / yields_total;
+}
+template <class A, class B>
+double yield_pair_boost(boost_pool& pool, A a, B b) {
+  auto fa = pool.spawn(std::move(a));
+  auto fb = pool.spawn(std::move(b));
+  const std::int64_t t0 = now_ns();
+  fa.join();
+  fb.join();
+  return static_cast<double>(now_ns() - t0) / yields_total;
 }
 
-// The same on Boost.Fiber. Their stacks are the roomy ones (peers.hpp).
-template <class Side>
-double bf_sides(boost_pool& pool, long n, Side side) {
-  std::vector<boost::fibers::fiber> fs;
-  fs.reserve(static_cast<std::size_t>(n));
-  const std::int64_t t0 = now_ns();
-  for (long i = 0; i < n; ++i) fs.push_back(pool.spawn_roomy([&side, i] { side(i); }));
-  for (auto& f : fs) f.join();
-  return static_cast<double>(now_ns() - t0);
-}
+// sides_on<Start> runs the sides of a workload that starts a few fibers
+// (threads) and times them from the first start to the last join (the
+// task API's, task_api.hpp, and mutex/N). Called as sides(n, side), it
+// starts side(i) for i in [0, n), each on a fiber (thread) of its own that
+// start(fn) makes and returns the handle of, joins them in start order and
+// returns the ns in between. The peers' are below.
+template <class Start>
+struct sides_on {
+  Start start;
 
-// Starts `n` threads running side(i) and joins them: ns from the first
-// start to the last join (thread creation is a few tens of microseconds,
-// small beside the runs here).
-template <class Side>
-double th_sides(long n, Side side) {
-  std::vector<std::thread> ts;
-  ts.reserve(static_cast<std::size_t>(n));
-  const std::int64_t t0 = now_ns();
-  for (long i = 0; i < n; ++i) ts.emplace_back([&side, i] { side(i); });
-  for (auto& t : ts) t.join();
-  return static_cast<double>(now_ns() - t0);
+  template <class Side>
+  double operator()(long n, Side side) const {
+    using handle = decltype(start([] {}));
+    std::vector<handle> hs;
+    hs.reserve(static_cast<std::size_t>(n));
+    const std::int64_t t0 = now_ns();
+    for (long i = 0; i < n; ++i) hs.push_back(start([&side, i] { side(i); }));
+    for (auto& h : hs) h.join();
+    return static_cast<double>(now_ns() - t0);
+  }
+};
+template <class Start>
+sides_on(Start) -> sides_on<Start>;
+
+// usched's: fibers spawned anywhere; call it from a fiber of the runtime.
+inline auto usched_sides() {
+  return sides_on{[](auto fn) { return usched::spawn(std::move(fn)); }};
+}
+// Boost.Fiber's: fibers of `pool`, on its default stacks, or on the roomy
+// ones, which the task API's rows take (peers.hpp).
+inline auto boost_sides(boost_pool& pool) {
+  return sides_on{[&pool](auto fn) { return pool.spawn(std::move(fn)); }};
+}
+inline auto boost_roomy_sides(boost_pool& pool) {
+  return sides_on{[&pool](auto fn) { return pool.spawn_roomy(std::move(fn)); }};
+}
+// Threads' (thread creation is a few tens of microseconds, small beside
+// the runs here).
+inline auto thread_sides() {
+  return sides_on{[](auto fn) { return std::thread(std::move(fn)); }};
 }
 
 }  // namespace micro

@@ -9,7 +9,7 @@ namespace micro::cacheline {
 
 void measure_thread(benchmark::State& state, const env&) {
   constexpr long trips = 1'000'000;
-  for (auto _ : state) {
+  time_ns(state, [] {
     alignas(64) std::atomic<long> turn{0};
     auto player = [&](unsigned cpu, long parity) {
       pin_this_thread(cpu);
@@ -22,8 +22,8 @@ void measure_thread(benchmark::State& state, const env&) {
     std::thread a(player, 0u, 0L), b(player, 1u, 1L);
     a.join();
     b.join();
-    state.counters["ns"] = static_cast<double>(now_ns() - t0) / trips;
-  }
+    return static_cast<double>(now_ns() - t0) / trips;
+  });
 }
 
 }  // namespace micro::cacheline

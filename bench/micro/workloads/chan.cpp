@@ -11,31 +11,26 @@ constexpr long pingpong_round_trips = 200'000;
 
 void measure_usched(benchmark::State& state, const env& e, bool cross) {
   // The ponger's worker: the pinger's own, or the next.
-  const int other = cross ? 1 : 0;
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  for (auto _ : state) {
-    const double ns = rt->run([other] {
-      usched::channel<long> ping(0), pong(0);
-      const std::int64_t t0 = now_ns();
-      auto a = usched::spawn(on_worker(0), [&] {
-        for (long i = 0; i < pingpong_round_trips; ++i) {
-          ping.send(i);
-          (void)pong.recv();
-        }
-      });
-      auto b = usched::spawn(on_worker(other), [&] {
-        for (long i = 0; i < pingpong_round_trips; ++i) pong.send(*ping.recv());
-      });
-      a.join();
-      b.join();
-      return static_cast<double>(now_ns() - t0) / (2.0 * pingpong_round_trips);
+  time_usched(state, e, [other = cross ? 1 : 0] {
+    usched::channel<long> ping(0), pong(0);
+    const std::int64_t t0 = now_ns();
+    auto a = usched::spawn(on_worker(0), [&] {
+      for (long i = 0; i < pingpong_round_trips; ++i) {
+        ping.send(i);
+        (void)pong.recv();
+      }
     });
-    state.counters["ns"] = ns;
-  }
+    auto b = usched::spawn(on_worker(other), [&] {
+      for (long i = 0; i < pingpong_round_trips; ++i) pong.send(*ping.recv());
+    });
+    a.join();
+    b.join();
+    return static_cast<double>(now_ns() - t0) / (2.0 * pingpong_round_trips);
+  });
 }
 
 void measure_boost(benchmark::State& state, const env& e, bool cross) {
-  for (auto _ : state) {
+  time_ns(state, [&e, cross] {
     boost::fibers::unbuffered_channel<long> ping, pong;
     auto pinger = [&] {
       for (long i = 0; i < pingpong_round_trips; ++i) {
@@ -59,8 +54,8 @@ void measure_boost(benchmark::State& state, const env& e, bool cross) {
       pinger();
       f.join();
     }
-    state.counters["ns"] = static_cast<double>(now_ns() - t0) / (2.0 * pingpong_round_trips);
-  }
+    return static_cast<double>(now_ns() - t0) / (2.0 * pingpong_round_trips);
+  });
 }
 
 }  // namespace micro::chan

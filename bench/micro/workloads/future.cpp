@@ -12,27 +12,19 @@ namespace micro::future {
 
 void measure_usched(benchmark::State& state, const env& e, bool cross) {
   // The ponger's worker: the pinger's own, or the next.
-  const int other = cross ? 1 : 0;
-  const long ops = e.cfg.ops;
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  for (auto _ : state) {
-    const double ns = rt->run([other, ops] {
-      future_pingpong<usched::promise<long>> pp(ops / 2);
-      const std::int64_t t0 = now_ns();
-      auto a = usched::spawn(on_worker(0), [&] { pp.pinger(); });
-      auto b = usched::spawn(on_worker(other), [&] { pp.ponger(); });
-      a.join();
-      b.join();
-      const std::int64_t t1 = now_ns();
-      pp.check();
-      return static_cast<double>(t1 - t0) / static_cast<double>(pp.hand_offs());
-    });
-    state.counters["ns"] = ns;
-  }
+  time_usched(state, e, [other = cross ? 1 : 0, ops = e.cfg.ops] {
+    future_pingpong<usched::promise<long>> pp(ops / 2);
+    const std::int64_t t0 = now_ns();
+    auto a = usched::spawn(on_worker(0), [&] { pp.pinger(); });
+    auto b = usched::spawn(on_worker(other), [&] { pp.ponger(); });
+    a.join();
+    b.join();
+    return pp.ns_per_hand_off(now_ns() - t0);
+  });
 }
 
 void measure_boost(benchmark::State& state, const env& e, bool cross) {
-  for (auto _ : state) {
+  time_ns(state, [&e, cross] {
     future_pingpong<boost::fibers::promise<long>> pp(e.cfg.ops / 2);
     const std::int64_t t0 = now_ns();
     if (cross) {
@@ -42,10 +34,8 @@ void measure_boost(benchmark::State& state, const env& e, bool cross) {
       pp.pinger();
       f.join();
     }
-    const std::int64_t t1 = now_ns();
-    pp.check();
-    state.counters["ns"] = static_cast<double>(t1 - t0) / static_cast<double>(pp.hand_offs());
-  }
+    return pp.ns_per_hand_off(now_ns() - t0);
+  });
 }
 
 // std::promise/std::future between two threads pinned to CPUs 0 and 1 (both
@@ -54,7 +44,7 @@ void measure_boost(benchmark::State& state, const env& e, bool cross) {
 void measure_thread(benchmark::State& state, const env& e, bool cross) {
   const unsigned cpu_a = 0;
   const unsigned cpu_b = cross ? 1 : 0;
-  for (auto _ : state) {
+  time_ns(state, [&e, cpu_a, cpu_b] {
     future_pingpong<std::promise<long>> pp(e.cfg.ops / thread_ops_divisor / 2);
     std::latch placed(2);
     std::int64_t t0 = 0;
@@ -71,10 +61,8 @@ void measure_thread(benchmark::State& state, const env& e, bool cross) {
     });
     a.join();
     b.join();
-    const std::int64_t t1 = now_ns();
-    pp.check();
-    state.counters["ns"] = static_cast<double>(t1 - t0) / static_cast<double>(pp.hand_offs());
-  }
+    return pp.ns_per_hand_off(now_ns() - t0);
+  });
 }
 
 }  // namespace micro::future

@@ -12,18 +12,9 @@
 namespace micro::semaphore {
 
 void measure_usched(benchmark::State& state, const env& e) {
-  const long ops = e.cfg.ops;
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  for (auto _ : state) {
-    const double ns = rt->run([ops] {
-      usched::counting_semaphore<> sem(semaphore_permits);
-      semaphore_contention c{semaphore_fibers, semaphore_permits, ops / semaphore_fibers};
-      const double t = us_sides(c.fibers, [&](long) { c.side(sem, [] { usched::this_fiber::yield(); }); });
-      c.check();
-      return t / static_cast<double>(c.operations());
-    });
-    state.counters["ns"] = ns;
-  }
+  time_usched(state, e, [ops = e.cfg.ops] {
+    return semaphore_ns<usched::counting_semaphore<>>(ops, usched_sides(), [] { usched::this_fiber::yield(); });
+  });
 }
 
 // Threads take a count under std::mutex and std::condition_variable, not
@@ -33,14 +24,10 @@ void measure_usched(benchmark::State& state, const env& e) {
 // goes to sleep), and this row, 16 threads on 4 permits, left a thread
 // asleep in acquire() with a permit free.
 void measure_thread(benchmark::State& state, const env& e) {
-  for (auto _ : state) {
-    cv_semaphore<std::mutex, std::condition_variable> sem(semaphore_permits);
-    semaphore_contention c{semaphore_fibers, semaphore_permits,
-                           e.cfg.ops / thread_ops_divisor / semaphore_fibers};
-    const double t = th_sides(c.fibers, [&](long) { c.side(sem, [] { std::this_thread::yield(); }); });
-    c.check();
-    state.counters["ns"] = t / static_cast<double>(c.operations());
-  }
+  time_ns(state, [&e] {
+    return semaphore_ns<cv_semaphore<std::mutex, std::condition_variable>>(
+        e.cfg.ops / thread_ops_divisor, thread_sides(), [] { std::this_thread::yield(); });
+  });
 }
 
 }  // namespace micro::semaphore

@@ -8,29 +8,17 @@
 namespace micro::semaphore_cv {
 
 void measure_usched(benchmark::State& state, const env& e) {
-  const long ops = e.cfg.ops;
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  for (auto _ : state) {
-    const double ns = rt->run([ops] {
-      cv_semaphore<usched::mutex, usched::condition_variable> sem(semaphore_permits);
-      semaphore_contention c{semaphore_fibers, semaphore_permits, ops / semaphore_fibers};
-      const double t = us_sides(c.fibers, [&](long) { c.side(sem, [] { usched::this_fiber::yield(); }); });
-      c.check();
-      return t / static_cast<double>(c.operations());
-    });
-    state.counters["ns"] = ns;
-  }
+  time_usched(state, e, [ops = e.cfg.ops] {
+    return semaphore_ns<cv_semaphore<usched::mutex, usched::condition_variable>>(
+        ops, usched_sides(), [] { usched::this_fiber::yield(); });
+  });
 }
 
 void measure_boost(benchmark::State& state, const env& e) {
-  for (auto _ : state) {
-    cv_semaphore<boost::fibers::mutex, boost::fibers::condition_variable> sem(semaphore_permits);
-    semaphore_contention c{semaphore_fibers, semaphore_permits, e.cfg.ops / semaphore_fibers};
-    const double t =
-        bf_sides(*e.pool, c.fibers, [&](long) { c.side(sem, [] { boost::this_fiber::yield(); }); });
-    c.check();
-    state.counters["ns"] = t / static_cast<double>(c.operations());
-  }
+  time_ns(state, [&e] {
+    return semaphore_ns<cv_semaphore<boost::fibers::mutex, boost::fibers::condition_variable>>(
+        e.cfg.ops, boost_roomy_sides(*e.pool), [] { boost::this_fiber::yield(); });
+  });
 }
 
 }  // namespace micro::semaphore_cv

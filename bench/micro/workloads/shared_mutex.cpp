@@ -8,28 +8,11 @@
 namespace micro::shared_mutex {
 
 void measure_usched(benchmark::State& state, const env& e) {
-  const long ops = e.cfg.ops;
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  for (auto _ : state) {
-    const double ns = rt->run([ops] {
-      usched::shared_mutex m;
-      shared_mutex_mix mix{shared_mutex_fibers, ops / shared_mutex_fibers};
-      const double t = us_sides(mix.fibers, [&](long i) { mix.side(m, i); });
-      mix.check();
-      return t / static_cast<double>(mix.operations());
-    });
-    state.counters["ns"] = ns;
-  }
+  time_usched(state, e, [ops = e.cfg.ops] { return shared_mutex_ns<usched::shared_mutex>(ops, usched_sides()); });
 }
 
 void measure_thread(benchmark::State& state, const env& e) {
-  for (auto _ : state) {
-    std::shared_mutex m;
-    shared_mutex_mix mix{shared_mutex_fibers, e.cfg.ops / shared_mutex_fibers};
-    const double t = th_sides(mix.fibers, [&](long i) { mix.side(m, i); });
-    mix.check();
-    state.counters["ns"] = t / static_cast<double>(mix.operations());
-  }
+  time_ns(state, [&e] { return shared_mutex_ns<std::shared_mutex>(e.cfg.ops, thread_sides()); });
 }
 
 }  // namespace micro::shared_mutex

@@ -12,43 +12,25 @@
 namespace micro::wake_cv {
 
 void measure_usched(benchmark::State& state, const env& e) {
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  const auto gaps = make_gaps(e.cfg.samples);
-  for (auto _ : state) {
-    std::vector<std::int64_t> lat(gaps.size());
-    rt->run([&] {
-      cv_wake_state<usched::mutex, usched::condition_variable> s;
-      auto w = usched::spawn(on_worker(0), [&] { cv_waiter(s, lat); });
-      auto k = usched::spawn(on_worker(1), [&] { cv_waker(s, gaps); });
-      w.join();
-      k.join();
-    });
-    report_latency(state, lat);
-  }
+  time_wake_usched<cv_wake<usched::mutex, usched::condition_variable>>(state, e);
 }
 
 void measure_boost(benchmark::State& state, const env& e) {
-  const auto gaps = make_gaps(e.cfg.samples);
-  for (auto _ : state) {
-    std::vector<std::int64_t> lat(gaps.size());
-    cv_wake_state<boost::fibers::mutex, boost::fibers::condition_variable> s;
-    e.pool->run_pair(1, [&] { cv_waiter(s, lat); }, [&] { cv_waker(s, gaps); });
-    report_latency(state, lat);
-  }
+  time_wake_boost<cv_wake<boost::fibers::mutex, boost::fibers::condition_variable>>(state, e);
 }
 
 void measure_thread(benchmark::State& state, const env& e) {
   const auto gaps = make_gaps(e.cfg.samples);
   for (auto _ : state) {
     std::vector<std::int64_t> lat(gaps.size());
-    cv_wake_state<std::mutex, std::condition_variable> s;
+    cv_wake<std::mutex, std::condition_variable> s;
     std::thread w([&] {
       pin_this_thread(0);
-      cv_waiter(s, lat);
+      s.waiter(lat);
     });
     std::thread k([&] {
       pin_this_thread(1);
-      cv_waker(s, gaps);
+      s.waker(gaps);
     });
     w.join();
     k.join();

@@ -11,45 +11,29 @@
 namespace micro::yield {
 
 void measure_usched(benchmark::State& state, const env& e) {
-  auto rt = make_runtime(e.cfg, e.cfg.workers);
-  for (auto _ : state) {
-    const double ns = rt->run([] {
-      // Both fibers run the same loop, so the return out of each switch goes
-      // where the branch predictor expects (docs/performance.md, yield).
-      auto body = [] {
-        for (int i = 0; i < yields_total / 2; ++i) usched::this_fiber::yield();
-      };
-      auto a = usched::spawn(on_worker(0), body);
-      auto b = usched::spawn(on_worker(0), body);
-      // Both are queued on worker 0 before either runs when this fiber is
-      // elsewhere; time from here to both done covers every switch.
-      const std::int64_t t0 = now_ns();
-      a.join();
-      b.join();
-      return static_cast<double>(now_ns() - t0);
-    });
-    state.counters["ns"] = ns / yields_total;
-  }
+  time_usched(state, e, [] {
+    // Both fibers run the same loop, so the return out of each switch goes
+    // where the branch predictor expects (docs/performance.md, yield).
+    auto body = [] {
+      for (int i = 0; i < yields_total / 2; ++i) usched::this_fiber::yield();
+    };
+    return yield_pair_usched(body, body);
+  });
 }
 
 void measure_boost(benchmark::State& state, const env& e) {
-  for (auto _ : state) {
+  time_ns(state, [&e] {
     // Two fibers running the same loop on the one thread, as under usched.
     auto body = [] {
       for (int i = 0; i < yields_total / 2; ++i) boost::this_fiber::yield();
     };
-    auto a = e.pool->spawn(body);
-    auto b = e.pool->spawn(body);
-    const std::int64_t t0 = now_ns();
-    a.join();
-    b.join();
-    state.counters["ns"] = static_cast<double>(now_ns() - t0) / yields_total;
-  }
+    return yield_pair_boost(*e.pool, body, body);
+  });
 }
 
 void measure_thread(benchmark::State& state, const env&) {
   constexpr int n = 200'000;
-  for (auto _ : state) {
+  time_ns(state, [] {
     std::atomic<int> ready{0};
     auto body = [&] {
       pin_this_thread(0);
@@ -61,14 +45,14 @@ void measure_thread(benchmark::State& state, const env&) {
     std::thread a(body), b(body);
     a.join();
     b.join();
-    state.counters["ns"] = static_cast<double>(now_ns() - t0) / n;
-  }
+    return static_cast<double>(now_ns() - t0) / n;
+  });
 }
 
 // The floor: a raw Boost.Context resume, no scheduler at all.
 void measure_context(benchmark::State& state, const env&) {
   namespace ctx = boost::context;
-  for (auto _ : state) {
+  time_ns(state, [] {
     ctx::fiber f{[](ctx::fiber&& caller) {
       for (;;) caller = std::move(caller).resume();
       return std::move(caller);
@@ -76,10 +60,11 @@ void measure_context(benchmark::State& state, const env&) {
     f = std::move(f).resume();
     const std::int64_t t0 = now_ns();
     for (int i = 0; i < yields_total / 2; ++i) f = std::move(f).resume();
-    state.counters["ns"] = static_cast<double>(now_ns() - t0) / yields_total;
-    // The fiber never returns; unwinding its stack at destruction throws
-    // forced_unwind through the loop, which is what ends it.
-  }
+    // The fiber never returns; unwinding its stack when f is destroyed, on
+    // the way out, throws forced_unwind through the loop, which is what
+    // ends it.
+    return static_cast<double>(now_ns() - t0) / yields_total;
+  });
 }
 
 }  // namespace micro::yield
