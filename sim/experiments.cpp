@@ -139,12 +139,8 @@ run_result run_one(const experiment& x, const std::string& policy, std::uint64_t
   cfg.policy = policy;
   cfg.seed = seed;
   cfg.cost = cost;
-  cfg.options = usched::options{};
-  // The kernels the experiments stand for: a fork is placed by the fork
-  // balance (SD_BALANCE_FORK), and there is no join to hand a CPU over
-  // from: a joiner blocks and is woken like any waiter.
-  cfg.options.fork_balance = true;
-  cfg.options.join_handoff = false;
+  // The kernels the experiments stand for, whatever the environment says.
+  cfg.options = usched::options::kernel_experiment();
   simulator sim(cfg);
   std::ostringstream ignore;
   run_result r;

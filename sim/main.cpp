@@ -55,7 +55,11 @@ std::string usage_text() {
     s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
   }
   s += "\n  schbench       the schbench clone's flags (usched_schbench --help); -r must be > 0\n"
-       "  file PATH      a workload file (docs/simulator.md, \"Workload files\")\n";
+       "  file PATH      a workload file (docs/simulator.md, \"Workload files\")\n"
+       "environment: the USCHED_* variables, as the runtime reads them, on top of the kernel's settings\n"
+       "  (options::kernel_experiment(): fork balancing on, USCHED_FORK_BALANCE=1; no join hand-off,\n"
+       "  USCHED_JOIN_HANDOFF=0); USCHED_STATS=1|json prints the statistics to stderr. --experiments runs\n"
+       "  the kernel's settings alone; --validate runs the runtime's defaults with the variables on top.\n";
   return s;
 }
 
@@ -85,7 +89,9 @@ struct command {
 
 command parse(int argc, char** argv) {
   command c;
-  c.cfg.options = usched::sim::options_from_env();
+  // The kernel's settings, then the USCHED_* variables as a runtime reads
+  // them (so USCHED_FORK_BALANCE=0 or USCHED_JOIN_HANDOFF=1 still choose).
+  c.cfg.options = usched::options::from_env(usched::options::kernel_experiment());
   c.cfg.policy = c.cfg.options.policy;
   c.cfg.topology = c.cfg.options.topology;
   int i = 1;

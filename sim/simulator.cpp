@@ -2,7 +2,6 @@
 #include "simulator.hpp"
 #include "random.hpp"
 
-#include <cstdlib>
 #include <algorithm>
 #include <limits>
 #include <ostream>
@@ -14,18 +13,6 @@
 #include "topology.hpp"
 
 namespace usched::sim {
-
-usched::options options_from_env() {
-  usched::options o = usched::options::from_env();
-  // Set and not empty (an empty variable counts as unset).
-  const auto set = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v != nullptr && *v != '\0';
-  };
-  if (!set("USCHED_FORK_BALANCE")) o.fork_balance = true;
-  if (!set("USCHED_JOIN_HANDOFF")) o.join_handoff = false;
-  return o;
-}
 
 using detail::pick_result;
 using usched::placement_kind;

@@ -125,19 +125,16 @@ struct sim_fiber : detail::sched_entity {
   step after;
 };
 
-// options_from_env() is what a simulation runs with: the runtime's options
-// from the USCHED_* variables (usched::options::from_env), except that,
-// unless USCHED_FORK_BALANCE or USCHED_JOIN_HANDOFF is set, a spawn is
-// placed by the fork balance and a join hands nothing off, as in the
-// kernels whose experiments the simulator runs (the runtime's defaults are
-// an embedder's). Throws usched::config_error as from_env() does.
-usched::options options_from_env();
-
 struct sim_config {
   std::string topology;      // what USCHED_TOPOLOGY takes
   std::string policy = "cfs";
   std::uint64_t seed = 1;
-  usched::options options;   // the runtime's options (spin, slice, cfs_*), from USCHED_* like the runtime
+  // The runtime's options the engine and the idle loop read (spin, slice,
+  // cfs_*, fork_balance, join_handoff): the embedder's defaults unless set.
+  // usched_sim runs options::kernel_experiment() with the USCHED_*
+  // variables on top (options::from_env); its --experiments page runs the
+  // preset alone.
+  usched::options options;
   costs cost;
   // When set, one line per scheduling event (wake-ups and their placement,
   // switches, idling, parking, balance pulls), in virtual time order.

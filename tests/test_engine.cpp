@@ -119,6 +119,20 @@ void drain(engine& e, int cpu) {
 
 }  // namespace
 
+TEST_CASE("engine: an engine made without options has the embedder's defaults", "[engine][options]") {
+  using usched::detail::engine_config;
+  using usched::detail::engine_config_of;
+  CHECK(engine_config{} == engine_config_of(usched::options{}));
+  // The kernel's preset reaches the engine as fork balancing on and no
+  // join hand-off, and nothing else.
+  engine_config k = engine_config_of(usched::options::kernel_experiment());
+  CHECK(k.fork_balance);
+  CHECK_FALSE(k.join_handoff);
+  k.fork_balance = false;
+  k.join_handoff = true;
+  CHECK(k == engine_config{});
+}
+
 TEST_CASE("engine: FIFO runqueues run in order and a yield rotates", "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
   std::deque<sched_entity> f(3);
@@ -281,7 +295,10 @@ TEST_CASE("engine: newly-idle balance prefers the nearest domain", "[engine]") {
 }
 
 TEST_CASE("engine: placement honours pins before asking the policy", "[engine]") {
-  engine e = make_engine("pack:1 core:4 pu:1", 4, "steal");
+  // Fork balancing on: a spawn from a worker is the policy's to place.
+  usched::detail::engine_config cfg;
+  cfg.fork_balance = true;
+  engine e = make_engine("pack:1 core:4 pu:1", 4, "steal", cfg);
   std::vector<usched::cpu_snapshot> scratch;
   sched_entity se;
   se.pinned = 2;

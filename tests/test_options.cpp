@@ -65,6 +65,60 @@ TEST_CASE("options: defaults", "[options]") {
   CHECK(o.stack_guard == usched::options::guard_pages::automatic);
 }
 
+TEST_CASE("options: the kernel's preset differs from the defaults in fork balancing and the join hand-off",
+          "[options]") {
+  usched::options k = usched::options::kernel_experiment();
+  CHECK(k.fork_balance);
+  CHECK_FALSE(k.join_handoff);
+  k.fork_balance = false;
+  k.join_handoff = true;
+  CHECK(k == usched::options{});
+}
+
+TEST_CASE("options: from_env(base) puts the environment on top of the options it is given", "[options]") {
+  const usched::options preset = usched::options::kernel_experiment();
+  // Set to empty: unset, as for from_env(). (Any other USCHED_* variable
+  // the suite runs under applies to both sides alike.)
+  scoped_env f("USCHED_FORK_BALANCE", "");
+  scoped_env j("USCHED_JOIN_HANDOFF", "");
+  scoped_env p("USCHED_POLICY", "");
+  {
+    const usched::options o = usched::options::from_env(preset);
+    CHECK(o.fork_balance);
+    CHECK_FALSE(o.join_handoff);
+    usched::options plain = usched::options::from_env();
+    CHECK_FALSE(plain.fork_balance);
+    CHECK(plain.join_handoff);
+    plain.fork_balance = true;
+    plain.join_handoff = false;
+    CHECK(o == plain);
+  }
+  {
+    scoped_env policy("USCHED_POLICY", "steal");
+    const usched::options o = usched::options::from_env(preset);
+    CHECK(o.policy == "steal");
+    CHECK(o.fork_balance);
+    CHECK_FALSE(o.join_handoff);
+  }
+  {
+    scoped_env fork("USCHED_FORK_BALANCE", "0");
+    scoped_env join("USCHED_JOIN_HANDOFF", "1");
+    const usched::options o = usched::options::from_env(preset);
+    CHECK_FALSE(o.fork_balance);
+    CHECK(o.join_handoff);
+    CHECK(o == usched::options::from_env());
+  }
+  {
+    scoped_env bad("USCHED_FORK_BALANCE", "yes");
+    try {
+      usched::options::from_env(preset);
+      FAIL("USCHED_FORK_BALANCE='yes' was accepted");
+    } catch (const usched::config_error& err) {
+      CHECK(std::string(err.what()) == "USCHED_FORK_BALANCE='yes' is not valid: expected 0 (off) or 1 (on)");
+    }
+  }
+}
+
 TEST_CASE("options: the environment fills the struct", "[options]") {
   scoped_env p("USCHED_POLICY", "none");
   scoped_env w("USCHED_WORKERS", "3");

@@ -27,6 +27,15 @@ usched::sim::sim_config config(const std::string& topology, const std::string& p
   return c;
 }
 
+// The same, with the kernel's settings (options::kernel_experiment()), as
+// usched_sim and the seeds' experiments run.
+usched::sim::sim_config kernel_config(const std::string& topology, const std::string& policy,
+                                      std::uint64_t seed = 1) {
+  usched::sim::sim_config c = config(topology, policy, seed);
+  c.options = usched::options::kernel_experiment();
+  return c;
+}
+
 usched::schbench::cli_options schbench_args(std::initializer_list<std::string> args) {
   return usched::schbench::parse_cli(std::vector<std::string>(args));
 }
@@ -37,9 +46,8 @@ struct run_result {
   usched::schbench::run_summary summary;
 };
 
-run_result run_schbench(const std::string& topology, const std::string& policy, std::uint64_t seed,
-                        std::initializer_list<std::string> args) {
-  simulator sim(config(topology, policy, seed));
+run_result run_schbench(const usched::sim::sim_config& c, std::initializer_list<std::string> args) {
+  simulator sim(c);
   std::ostringstream out;
   run_result r;
   r.summary = usched::sim::run_schbench_model(sim, schbench_args(args), out);
@@ -51,9 +59,8 @@ run_result run_schbench(const std::string& topology, const std::string& policy, 
 usched::sim::workload parse(const std::string& text);
 
 // A workload run to its end in a simulator of its own, for its counters.
-std::unique_ptr<simulator> run_file(const std::string& topology, const std::string& policy,
-                                    const usched::sim::workload& w) {
-  auto sim = std::make_unique<simulator>(config(topology, policy));
+std::unique_ptr<simulator> run_file(const usched::sim::sim_config& c, const usched::sim::workload& w) {
+  auto sim = std::make_unique<simulator>(c);
   std::ostringstream out;
   usched::sim::run_workload(*sim, w, out);
   return sim;
@@ -69,13 +76,13 @@ std::uint64_t p99(const usched::schbench::run_summary& s) { return usched::schbe
 }  // namespace
 
 TEST_CASE("sim: the same seed and inputs give the same bytes, another seed other ones", "[sim]") {
-  const auto a = run_schbench("pack:1 l3:1 core:4 pu:2", "cfs", 7, {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
-  const auto b = run_schbench("pack:1 l3:1 core:4 pu:2", "cfs", 7, {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
+  const auto a = run_schbench(config("pack:1 l3:1 core:4 pu:2", "cfs", 7), {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
+  const auto b = run_schbench(config("pack:1 l3:1 core:4 pu:2", "cfs", 7), {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
   CHECK(a.out == b.out);
   CHECK(a.stats == b.stats);
   CHECK(a.summary.samples > 300);
   CHECK_THAT(a.out, Catch::Contains("warmup done, zeroing stats") && Catch::Contains("Latency percentiles (usec) runtime 3 (s)"));
-  const auto c = run_schbench("pack:1 l3:1 core:4 pu:2", "cfs", 8, {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
+  const auto c = run_schbench(config("pack:1 l3:1 core:4 pu:2", "cfs", 8), {"-m", "2", "-t", "4", "-r", "3", "-w", "1", "-c", "5000", "-s", "2000"});
   CHECK(a.stats != c.stats);  // the jitter of the sleeps moved
   CHECK(a.summary.mode == "sim");
   CHECK(a.summary.workers == 8);
@@ -95,7 +102,7 @@ TEST_CASE("sim: seed 000's stacking ends as the engine test says, through the si
   const auto task = static_cast<std::size_t>(usched::migration_type::migrate_task);
   const auto util = static_cast<std::size_t>(usched::migration_type::migrate_util);
   {
-    const auto sim = run_file("pack:1 l3:1 core:3 pu:1", "cfs", w);
+    const auto sim = run_file(kernel_config("pack:1 l3:1 core:3 pu:1", "cfs"), w);
     // The newly-idle pass itself moves the waiting fiber (migrate_task).
     const auto& llc = sim->eng().counters(1, 0);
     CHECK(llc.moved[task] == 1);
@@ -104,7 +111,7 @@ TEST_CASE("sim: seed 000's stacking ends as the engine test says, through the si
     CHECK(sim->eng().counters(1).newidle_pulls == 1);
   }
   {
-    const auto sim = run_file("pack:1 l3:1 core:3 pu:1", "cfs-v5.9", w);
+    const auto sim = run_file(kernel_config("pack:1 l3:1 core:3 pu:1", "cfs-v5.9"), w);
     // migrate_util: worker 1's spare capacity stays below either hog's
     // util, and every pass fails; the simulated fibers reach preempt points,
     // so after cache_nice_tries + 2 failed periodic passes worker 1 asks for
@@ -126,8 +133,7 @@ TEST_CASE("sim: a workload file runs its fibers' steps, spawns and joins", "[sim
       "fiber parent\n  spawn child x4\n  join\n  repeat 10\n"
       "fiber child x0\n  run 1ms\n  sleep 2ms\n  run 1ms\n");
   SECTION("a joiner woken like any waiter (the seed experiments' setting)") {
-    usched::sim::sim_config c = config("pack:1 core:2 pu:1", "steal");
-    c.options.join_handoff = false;
+    const usched::sim::sim_config c = kernel_config("pack:1 core:2 pu:1", "steal");
     simulator sim(c);
     std::ostringstream out;
     const auto s = usched::sim::run_workload(sim, w, out);
@@ -208,8 +214,8 @@ TEST_CASE("sim: seed 000 on its 40-CPU box: cfs-v5.9's p99 is at least 10x cfs's
   // The thread's command line (20 workers per message thread, one-second
   // thinks, 1 ms sleeps) on the thread's VM, 20 cores of 2 threads.
   const std::initializer_list<std::string> args = {"-m", "2", "-t", "20", "-r", "30", "-c", "1000000", "-s", "1000"};
-  const auto good = run_schbench("pack:1 core:20 pu:2", "cfs", 1, args);
-  const auto bad = run_schbench("pack:1 core:20 pu:2", "cfs-v5.9", 1, args);
+  const auto good = run_schbench(kernel_config("pack:1 core:20 pu:2", "cfs", 1), args);
+  const auto bad = run_schbench(kernel_config("pack:1 core:20 pu:2", "cfs-v5.9", 1), args);
   INFO("cfs p99 " << p99(good.summary) << " us, cfs-v5.9 p99 " << p99(bad.summary) << " us");
   CHECK(good.summary.samples > 500);
   CHECK(p99(bad.summary) >= 10 * p99(good.summary));

@@ -336,7 +336,7 @@ void sim_experiment(const std::vector<std::string>& policies, std::ostream& out)
     cfg.topology = sb::compare_sim_topology;
     cfg.policy = policy;
     cfg.seed = 1;
-    cfg.options = usched::sim::options_from_env();
+    cfg.options = usched::options::from_env(usched::options::kernel_experiment());
     usched::sim::simulator sim(cfg);
     std::ostringstream ignore;
     const sb::run_summary s = usched::sim::run_schbench_model(sim, o, ignore);

@@ -37,8 +37,13 @@ constexpr unsigned tunable_factor(tunable_scaling s, std::size_t nr_cpus) noexce
   }
 }
 
-// Tunables of the engine (filled from usched::options by the runtime, or by
-// the simulator's command line).
+// Tunables of the engine, filled from usched::options by engine_config_of()
+// (the real backend, and the simulator from its options). Its own defaults
+// are those of engine_config_of(usched::options{}), the embedder's, so an
+// engine made without options behaves as a runtime made with the defaults;
+// a caller that wants the kernel's settings asks for them
+// (engine_config_of(usched::options::kernel_experiment())) or sets the
+// field.
 struct engine_config {
   // CFS discipline: the kernel's normalized granularities (normalized_
   // sysctl_sched_latency and friends), which the engine multiplies by
@@ -81,9 +86,10 @@ struct engine_config {
   bool join_handoff = true;
   // Fork balancing (options::fork_balance): a spawn asks the policy where
   // the new fiber goes (the kernel's SD_BALANCE_FORK, find_idlest_cpu()).
-  // Off, a spawn from a worker stays on it. On here, for engines made
-  // without options (the engine tests); options turn it off by default.
-  bool fork_balance = true;
+  // Off, a spawn from a worker stays on it.
+  bool fork_balance = false;
+
+  bool operator==(const engine_config&) const = default;
 };
 
 // engine_config_of() is the engine's configuration for a runtime's options

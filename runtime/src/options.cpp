@@ -1,5 +1,8 @@
-// options.cpp: reading the USCHED_* environment into options, and the one
-// validation both ways of setting a field go through.
+// options.cpp: reading the USCHED_* environment into options, the one
+// validation both ways of setting a field go through, and the kernel's
+// preset. It is a library of its own (usched_options), below the real
+// backend and the simulator alike, so the simulator reads its settings the
+// way a runtime does without linking the runtime.
 //
 // Every field is described once, in rules(): its name in code, its
 // variable, how the variable's text is read, which values are accepted.
@@ -16,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <usched/error.hpp>
@@ -370,8 +374,17 @@ void options::validate() const {
   }
 }
 
-options options::from_env() {
+options options::kernel_experiment() {
   options o;
+  o.fork_balance = true;
+  o.join_handoff = false;
+  return o;
+}
+
+options options::from_env() { return from_env(options{}); }
+
+options options::from_env(options base) {
+  options o = std::move(base);
   for (const option_rule& r : rules()) {
     const char* text = r.variable ? env(r.variable) : nullptr;
     if (!text) continue;

@@ -27,9 +27,10 @@ inline constexpr std::size_t default_stack_size = 64 * 1024;
 // start in about 2 s and 1.4 GB; 8192 would need 5.4 GB).
 inline constexpr unsigned max_workers = 4096;
 
-// options configures a runtime. Every field has a default; options::from_env()
-// starts from the defaults and overrides each field whose environment variable
-// is set. validate() checks every field, whichever way it was set; the runtime
+// options configures a runtime. Every field has a default, the embedder's;
+// options::kernel_experiment() is the kernel's, which the simulator runs.
+// options::from_env() starts from the defaults (or from the options it is
+// given) and overrides each field whose environment variable is set. validate() checks every field, whichever way it was set; the runtime
 // constructors call it, and check the topology and the worker count against
 // each other. A bad value throws usched::config_error.
 struct options {
@@ -112,8 +113,8 @@ struct options {
   // worker to it, and a fiber that exits hands its worker back to a joiner
   // that last ran there. Fork-join code then runs depth-first, with a
   // handful of fibers alive per worker instead of every leaf of the tree
-  // (docs/performance.md). The kernel has no join to hand off from: the
-  // seed experiments run with it off.
+  // (docs/performance.md). The kernel has no join to hand off from:
+  // kernel_experiment() turns it off.
   bool join_handoff = true;
 
   // Fork balancing (USCHED_FORK_BALANCE=1 turns it on): whether a spawn
@@ -123,8 +124,8 @@ struct options {
   // worker for idle workers to pull, as Go and Tokio place a spawn. Off by
   // default: a fork balance costs a snapshot of every worker per spawn and
   // sends most spawns of a busy worker to another one, which costs more
-  // than a small fiber's work (docs/performance.md); the seed experiments
-  // turn it on. A spawn from outside the runtime, or of a fiber with a
+  // than a small fiber's work (docs/performance.md); kernel_experiment()
+  // turns it on. A spawn from outside the runtime, or of a fiber with a
   // preferred node, is placed by the policy either way; FIFO and LIFO
   // policies place a spawn from a worker locally either way.
   bool fork_balance = false;
@@ -139,10 +140,24 @@ struct options {
   // domain tree and policy when it starts.
   std::string log_level = "warn";
 
+  // kernel_experiment() is the kernel's configuration, the one the
+  // simulator runs (usched_sim, its --experiments page, the seed tests):
+  // the embedder's defaults above except where the kernel whose
+  // regressions the seeds record behaves otherwise. A spawn is placed by
+  // the fork balance (fork_balance on: every domain has SD_BALANCE_FORK),
+  // and a joiner blocks and is woken like any other waiter (join_handoff
+  // off: the kernel has no join to hand a CPU over from). Every other field
+  // keeps its default, so a simulation and a runtime made from the same
+  // options differ in nothing else.
+  static options kernel_experiment();
+
   // from_env() returns the defaults overridden by the USCHED_* variables that
-  // are set (an empty variable counts as unset), validated. Throws
-  // usched::config_error naming the variable, its value and what is accepted.
+  // are set (an empty variable counts as unset), validated; from_env(base)
+  // the same on top of `base` (usched_sim reads them on top of
+  // kernel_experiment()). Throws usched::config_error naming the variable,
+  // its value and what is accepted. These are the only readers of USCHED_*.
   static options from_env();
+  static options from_env(options base);
 
   // validate() checks every field against what it accepts (the topology and
   // the worker count against each other are checked when a runtime is built).
@@ -151,6 +166,9 @@ struct options {
   // holds what the environment gave it, else by its field
   // ("options::spin=3600000000us ...").
   void validate() const;
+
+  // Field by field.
+  bool operator==(const options&) const = default;
 };
 
 // The names of the registered load-balancing policies, in listing order.
