@@ -15,6 +15,8 @@ struct engine_test_access {
   static runqueue& rq(engine& e, int cpu) noexcept { return e.rq(cpu); }
   static const runqueue& rq(const engine& e, int cpu) noexcept { return e.rq(cpu); }
   static bool overloaded(const engine& e) noexcept { return e.overloaded(); }
+  static unsigned sched_nr_latency(const engine& e) noexcept { return e.sched_nr_latency(); }
+  static bool lifo(const engine& e) noexcept { return e.lifo(); }
   static void snapshot(const engine& e, std::vector<cpu_snapshot>& out, const now_source& now) {
     e.snapshot(out, now);
   }

@@ -469,7 +469,7 @@ TEST_CASE("engine: CFS slices of equal and mixed weights follow the kernel formu
       engine e = make_engine("pack:1 core:8 pu:1", 8, "cfs");
       const std::int64_t latency = e.config().sched_latency_ns;
       const std::int64_t gran = e.config().min_granularity_ns;
-      const auto nr_latency = static_cast<int>(e.sched_nr_latency());
+      const auto nr_latency = static_cast<int>(test_access::sched_nr_latency(e));
       REQUIRE(nr_latency == 8);
       std::deque<sched_entity> f(static_cast<std::size_t>(n));
       for (auto& se : f) {
@@ -1436,7 +1436,7 @@ TEST_CASE("engine: the timeline stays in vruntime order through its insert short
 TEST_CASE("engine: the LIFO discipline runs the newest first and is stolen from the oldest",
           "[engine]") {
   engine e = make_engine("pack:1 core:2 pu:1", 2, "steal-lifo");
-  REQUIRE(e.lifo());
+  REQUIRE(test_access::lifo(e));
   std::deque<sched_entity> f(6);
   for (int i = 0; i < 4; ++i) e.enqueue(0, &f[static_cast<std::size_t>(i)], enqueue_kind::spawn, 0);
   CHECK(queue_of(e, 0, f) == std::vector<int>{3, 2, 1, 0});

@@ -409,7 +409,7 @@ TEST_CASE("schbench: the seeds' command lines parse verbatim", "[schbench]") {
     CHECK(o.worker_think_us == 15000);
     CHECK(o.runtime_s == 30);
   }
-  SECTION("the brief's -m 2 -t 4 line") {
+  SECTION("-m 2 -t 4 -s 10000 -c 1000000 -r 10") {
     const sb::cli_options o = parse("-m 2 -t 4 -s 10000 -c 1000000 -r 10");
     CHECK(o.message_threads == 2);
     CHECK(o.worker_threads == 4);

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include "common/shell_join.hpp"
 #include "common/stop_signals.hpp"
 
 namespace bench {
@@ -71,11 +72,6 @@ std::string describe_status(int wait_status, std::string_view exited = "exit sta
 
 // read_text() is the whole file at `path`, or "" when it cannot be read.
 std::string read_text(const std::string& path);
-
-// shell_join() joins arguments into one line a shell would split back the
-// same way (single-quoting where needed); the second form puts `exe` first.
-std::string shell_join(std::span<const std::string> args);
-std::string shell_join(const std::string& exe, std::span<const std::string> args);
 
 // temp_dir is a fresh folder under $TMPDIR (else /tmp), named
 // <prefix>-XXXXXX, for a driver's logs and JSON; removed with everything in

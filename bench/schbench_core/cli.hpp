@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/cli_main.hpp"
-#include "common/process.hpp"
+#include "common/shell_join.hpp"
 
 namespace usched {
 struct runtime_stats;  // usched/runtime.hpp
@@ -145,7 +145,7 @@ class report_schedule {
 run_summary run_schbench(const cli_options& o, std::ostream& out, usched::runtime_stats* stats = nullptr);
 
 // shell_join() joins arguments into one line a shell would split back the
-// same way (single-quoting where needed; common/process.hpp).
+// same way (single-quoting where needed; common/shell_join.hpp).
 using bench::shell_join;
 
 }  // namespace usched::schbench

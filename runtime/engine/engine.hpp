@@ -71,11 +71,6 @@ class engine {
   // sysctl_sched_nr_migrate default, which ghOSt's userspace CFS also uses):
   // it bounds the time a source queue's lock is held.
   static constexpr unsigned max_migrate_per_pass = 32;
-  // Above this many runnable fibers the CFS period stretches to
-  // nr x min_granularity instead of sched_latency: the kernel's
-  // sched_nr_latency, latency / min_granularity rounded up (8 with the
-  // default granularities, whatever the scaling).
-  unsigned sched_nr_latency() const noexcept { return nr_latency_; }
 
   engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg = {});
 
@@ -84,7 +79,6 @@ class engine {
   const usched::policy& policy() const noexcept { return *policy_; }
   const engine_config& config() const noexcept { return cfg_; }
   bool fair() const noexcept { return fair_; }
-  bool lifo() const noexcept { return lifo_; }
   bool tracks_load() const noexcept { return tracks_load_; }
   // keeps_time(): whether a switch away from a running fiber reads the
   // clock (vruntime or load accounting); FIFO and LIFO without load
@@ -296,6 +290,13 @@ class engine {
  private:
   friend struct engine_test_access;
 
+  // Above this many runnable fibers the CFS period stretches to
+  // nr x min_granularity instead of sched_latency: the kernel's
+  // sched_nr_latency, latency / min_granularity rounded up (8 with the
+  // default granularities, whatever the scaling).
+  unsigned sched_nr_latency() const noexcept { return nr_latency_; }
+  bool lifo() const noexcept { return lifo_; }
+
   runqueue& rq(int cpu) noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
   const runqueue& rq(int cpu) const noexcept { return rqs_[static_cast<std::size_t>(cpu)]; }
 
@@ -390,7 +391,7 @@ class engine {
   // newidle_balance() runs when `cpu` has nothing to run: for each level of
   // its chain, narrowest first, balance; stop at the first level that moved
   // something. Returns the number of fibers moved onto cpu's runqueue.
-  // Backends call idle_balance(), which rations it.
+  // find_work() and idle_poll() call idle_balance(), which rations it.
   unsigned newidle_balance(int cpu, const now_source& now, std::uint64_t random,
                            std::vector<cpu_snapshot>& scratch, bool kicked = false);
 

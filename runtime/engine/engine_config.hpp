@@ -62,7 +62,7 @@ struct engine_config {
   // PELT load tracking for the fair discipline (options::load_tracking).
   bool load_tracking = true;
   // What a newly-idle balance pass at a level costs, for the rationing of
-  // the policies that ration it (policy::rations_newidle): measured with
+  // the policies that ration it (policy_traits::rations_newidle): measured with
   // the event's clock when it has one (the real backend), else this many
   // nanoseconds per worker in the level's span (the simulator's
   // `balance_pass` cost).

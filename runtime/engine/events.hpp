@@ -59,7 +59,7 @@ struct wake_result {
   // spawner's own running worker.
   bool notify = false;
   // Fibers now wait behind cpu's running one and the policy lets idle
-  // workers pull them: get one idle worker to balance (kick_target; a
+  // workers pull them: get one idle worker to balance (engine::kick; a
   // spinning worker finds them by itself, or is told, see pull).
   bool kick = false;
   // The kick stands in for a fork balance: a spawn stayed on its spawner's
@@ -92,7 +92,7 @@ struct pick_result {
 struct tick_result {
   unsigned pulled = 0;  // fibers the periodic balance moved onto this worker
   // The nohz kick: fibers are queued behind this busy worker; get one idle
-  // worker (kick_target) to balance, as for wake_result::kick.
+  // worker (engine::kick) to balance, as for wake_result::kick.
   bool kick = false;
 };
 

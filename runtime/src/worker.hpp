@@ -113,7 +113,7 @@ class worker {
 
   // ---- any thread ---------------------------------------------------------
   // notify() wakes the worker if it is parked. The caller has published work
-  // on its runqueue (runqueue::push_back's seq_cst store of the count).
+  // on its runqueue (engine::add_runnable's seq_cst store of the count).
   void notify() noexcept;
   bool parked() const noexcept { return park_word_.load(std::memory_order_seq_cst) != 0; }
   // kick_spinning() asks this worker, if it is spinning in its idle loop, to

@@ -260,7 +260,7 @@ class channel {
     // another case of its select ended is passed over.
     for (detail::wait_list* list : {&receivers_, &senders_}) {
       while (detail::waiter* p = list->pop_front()) {
-        if (claim(as_chan(*p))) end_wait(as_chan(*p), detail::channel_outcome::closed);
+        if (claim_waiter(as_chan(*p))) end_wait(as_chan(*p), detail::channel_outcome::closed);
       }
     }
   }
@@ -319,7 +319,8 @@ class channel {
     w.outcome = how;
     detail::resume_wait(*w.who);
   }
-  static bool claim(detail::channel_waiter& w) noexcept { return detail::claim_wait(*w.who, w.token); }
+  // claim_waiter(): claim_wait() of a queued channel waiter.
+  static bool claim_waiter(detail::channel_waiter& w) noexcept { return detail::claim_wait(*w.who, w.token); }
 
   // give_locked(): hand `v` to the first receiver still waiting; false if
   // none is. A receiver a timer or a stop request ended is passed over. If
@@ -328,7 +329,7 @@ class channel {
   bool give_locked(T& v) {
     while (detail::waiter* p = receivers_.pop_front()) {
       detail::channel_waiter& r = as_chan(*p);
-      if (!claim(r)) continue;
+      if (!claim_waiter(r)) continue;
       try {
         static_cast<std::optional<T>*>(r.item)->emplace(std::move(v));
       } catch (...) {
@@ -362,7 +363,7 @@ class channel {
   bool take_sender_locked(std::optional<T>* out) noexcept {
     while (detail::waiter* p = senders_.pop_front()) {
       detail::channel_waiter& s = as_chan(*p);
-      if (!claim(s)) continue;
+      if (!claim_waiter(s)) continue;
       T& v = *static_cast<T*>(s.item);
       std::exception_ptr error;
       try {
