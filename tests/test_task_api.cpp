@@ -104,68 +104,41 @@ TEST_CASE("task api: a stop request ends every kind of stoppable wait", "[task_a
     // one of them is blocked before the stops are requested.
     std::vector<usched::join_handle<bool>> hs;
     std::array<wait_probe, 12> probes;
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[0].attach();
-      return never_zero.wait(st);
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[1].attach();
-      return no_permits.acquire(st);
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[2].attach();
-      return held.lock(st);
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[3].attach();
-      return written.lock(st);
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[4].attach();
-      return written.lock_shared(st);
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[5].attach();
+    std::vector<wait_kind> kinds;
+    // watch(): a fiber that blocks in `wait`, a wait of `kind`, with a
+    // probe that sees it blocked there.
+    const auto watch = [&](wait_kind kind, auto wait) {
+      wait_probe& probe = probes[kinds.size()];
+      kinds.push_back(kind);
+      hs.push_back(usched::spawn([&probe, wait](std::stop_token st) {
+        probe.attach();
+        return wait(st);
+      }));
+    };
+    watch(wait_kind::latch, [&](std::stop_token st) { return never_zero.wait(st); });
+    watch(wait_kind::semaphore, [&](std::stop_token st) { return no_permits.acquire(st); });
+    watch(wait_kind::mutex, [&](std::stop_token st) { return held.lock(st); });
+    watch(wait_kind::shared_mutex, [&](std::stop_token st) { return written.lock(st); });
+    watch(wait_kind::shared_mutex, [&](std::stop_token st) { return written.lock_shared(st); });
+    watch(wait_kind::condition_variable_any, [&](std::stop_token st) {
       std::unique_lock<usched::mutex> lk(cv_mutex);
       return cv.wait(lk, st, [] { return false; });
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[6].attach();
-      return busy.wait(st);
-    }));
+    });
+    watch(wait_kind::wait_group, [&](std::stop_token st) { return busy.wait(st); });
     usched::barrier<> two(2);  // this fiber never arrives
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[7].attach();
-      return two.arrive_and_wait(st);
-    }));
+    watch(wait_kind::barrier, [&](std::stop_token st) { return two.arrive_and_wait(st); });
     usched::recursive_mutex rec;
     usched::recursive_timed_mutex rec_timed;
     rec.lock();
     rec_timed.lock();
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[8].attach();
-      return rec.lock(st);
-    }));
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[9].attach();
-      return rec_timed.lock(st);
-    }));
+    watch(wait_kind::mutex, [&](std::stop_token st) { return rec.lock(st); });
+    watch(wait_kind::mutex, [&](std::stop_token st) { return rec_timed.lock(st); });
     usched::promise<int> never_set;
     auto pending = never_set.get_future().share();
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[10].attach();
-      return pending.wait(st);
-    }));
+    watch(wait_kind::future, [&](std::stop_token st) { return pending.wait(st); });
     auto blocked_joinee = usched::spawn([&] { return busy.wait_for(10s); });
-    hs.push_back(usched::spawn([&](std::stop_token st) {
-      probes[11].attach();
-      return blocked_joinee.join(st).has_value();
-    }));
-    constexpr std::array<wait_kind, 12> kinds{
-        wait_kind::latch,        wait_kind::semaphore, wait_kind::mutex,   wait_kind::shared_mutex,
-        wait_kind::shared_mutex, wait_kind::condition_variable_any,        wait_kind::wait_group,
-        wait_kind::barrier,      wait_kind::mutex,     wait_kind::mutex,   wait_kind::future,
-        wait_kind::join};
+    watch(wait_kind::join, [&](std::stop_token st) { return blocked_joinee.join(st).has_value(); });
+    REQUIRE(kinds.size() == probes.size());
     REQUIRE(yield_until([&] {
       for (std::size_t i = 0; i < probes.size(); ++i) {
         if (!probes[i].blocked_in(kinds[i])) return false;
