@@ -63,7 +63,12 @@ runtime_impl::runtime_impl(options opts)
   // which pinning several to one PU would forbid it to do.
   const bool shares_units = places_.size() > topo_.nr_units(unit_);
   pinned_ = opts_.pin && topo_.pinnable() && !shares_units;
-  oversubscribed_ = places_.size() > std::max(1u, std::thread::hardware_concurrency());
+  // Spinning workers yield while they outnumber the CPUs they may run on:
+  // on this host, the PUs its affinity mask allows (the topology holds only
+  // those); a described machine runs on whatever the host has.
+  const unsigned runnable_cpus =
+      topo_.is_host() ? topo_.nr_pus() : std::max(1u, std::thread::hardware_concurrency());
+  oversubscribed_ = places_.size() > runnable_cpus;
   cycles_per_ns_ = tsc_per_us() / 1000.0;
   ns_per_cycle_ = 1.0 / cycles_per_ns_;
   calibrate_tsc();  // before any worker reads the engine clock

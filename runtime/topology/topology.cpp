@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -57,6 +59,12 @@ std::string errno_text(int saved_errno) {
 std::string plural(unsigned n, const char* singular, const char* plural_form) {
   return std::to_string(n) + " " + (n == 1 ? singular : plural_form);
 }
+
+// An hwloc bitmap freed on every way out of the scope that allocated it.
+struct bitmap_free {
+  void operator()(hwloc_bitmap_t set) const noexcept { hwloc_bitmap_free(set); }
+};
+using bitmap_ptr = std::unique_ptr<hwloc_bitmap_s, bitmap_free>;
 
 int logical_index_or_unknown(hwloc_obj_t obj) {
   return obj != nullptr ? static_cast<int>(obj->logical_index) : -1;
@@ -110,6 +118,10 @@ struct topology::impl {
   unsigned nr_llcs = 0;
   unsigned nr_packages = 0;
   unsigned nr_numa_nodes = 0;
+  // The machine's PUs before restrict(), and the OS indices restrict() kept
+  // in hwloc's list syntax ("1", "0-3,8"); empty while nothing was narrowed.
+  unsigned machine_pus = 0;
+  std::string allowed_list;
 
   impl() = default;
   impl(const impl&) = delete;
@@ -134,6 +146,32 @@ struct topology::impl {
                                                         : std::to_string(described);
     throw config_error(subject + " describes " + count + " PUs; usched supports at most " +
                        std::to_string(max_workers));
+  }
+
+  // Narrows the loaded topology to the PUs of `mask` (ignoring any it does
+  // not have) on a machine of `whole` PUs, when that is fewer than `whole`.
+  // REMOVE_CPULESS drops what no allowed PU is under, NUMA nodes included:
+  // a node left without CPUs would still be counted, and offered to
+  // spawn_options::numa_node, though no worker runs near it.
+  void restrict(hwloc_const_bitmap_t mask, unsigned whole) {
+    const bitmap_ptr allowed(hwloc_bitmap_alloc());
+    if (!allowed) fail("hwloc could not allocate a cpuset", ENOMEM);
+    hwloc_bitmap_and(allowed.get(), mask, hwloc_topology_get_topology_cpuset(topo));
+    const int nr_allowed = hwloc_bitmap_weight(allowed.get());
+    if (nr_allowed <= 0) {
+      throw config_error(subject + ": the affinity mask allows none of its PUs");
+    }
+    if (static_cast<unsigned>(nr_allowed) >= whole) return;
+    char* list = nullptr;
+    if (hwloc_bitmap_list_asprintf(&list, allowed.get()) >= 0 && list != nullptr) {
+      allowed_list = list;
+    }
+    std::free(list);
+    errno = 0;
+    if (hwloc_topology_restrict(topo, allowed.get(), HWLOC_RESTRICT_FLAG_REMOVE_CPULESS) != 0) {
+      fail("hwloc could not restrict the topology to the affinity mask", errno);
+    }
+    machine_pus = whole;
   }
 
   // Fills the per-PU table and the counters from the loaded hwloc topology.
@@ -183,6 +221,7 @@ struct topology::impl {
     nr_cores = count(HWLOC_OBJ_CORE);
     nr_packages = count(HWLOC_OBJ_PACKAGE);
     nr_numa_nodes = count(HWLOC_OBJ_NUMANODE);
+    if (allowed_list.empty()) machine_pus = static_cast<unsigned>(pus.size());
   }
 };
 
@@ -294,7 +333,16 @@ topology topology::load(const std::string& source, const std::string& subject) {
     p->fail("hwloc could not create a topology", errno);
   }
 
-  if (p->kind != source_kind::host) {
+  if (p->kind == source_kind::host) {
+    // RESTRICT_TO_CPUBINDING keeps hwloc's discovery inside the process's
+    // binding: its x86 backend otherwise moves the loading thread onto each
+    // PU in turn to read its CPUID, PUs outside the mask included (taskset -c
+    // 1 saw it run on PU 0). It narrows the topology to the *process*
+    // binding, which Linux reports as the union of every thread's mask;
+    // restrict() below narrows it to the loading thread's own.
+    hwloc_topology_set_flags(p->topo, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                                          HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING);
+  } else {
     // hwloc gives XML and synthetic topologies binding hooks that succeed
     // without doing anything; claiming "this system" makes set_cpubind() real,
     // so a pinnable() description pins for real and a wrong one fails loudly.
@@ -315,6 +363,20 @@ topology topology::load(const std::string& source, const std::string& subject) {
   if (p->kind != source_kind::xml && hwloc_topology_load(p->topo) != 0) {
     p->fail("hwloc could not load the topology", errno);
   }
+  if (p->kind == source_kind::host) {
+    // The thread's mask (hwloc's THREAD binding is sched_getaffinity(0) on
+    // Linux), as Go sizes GOMAXPROCS from it. The loaded topology is then
+    // restricted to it (hwloc_topology_restrict) rather than filtered where
+    // it is used: every count, each core's cpuset that worker_unit::core
+    // binds to, the LLC and NUMA node of each PU and the dense logical
+    // indices the domains are built from then describe only the allowed PUs,
+    // with nothing further to keep in step. Where hwloc cannot read a
+    // binding, the whole machine is used, as before.
+    const bitmap_ptr mask(hwloc_bitmap_alloc());
+    if (mask && hwloc_get_cpubind(p->topo, mask.get(), HWLOC_CPUBIND_THREAD) == 0) {
+      p->restrict(mask.get(), host_pu_count());
+    }
+  }
   p->index();
   if (p->pus.empty()) {
     p->fail("the topology has no PUs", EINVAL);
@@ -334,6 +396,15 @@ unsigned topology::nr_cores() const noexcept { return impl_->nr_cores; }
 unsigned topology::nr_llcs() const noexcept { return impl_->nr_llcs; }
 unsigned topology::nr_packages() const noexcept { return impl_->nr_packages; }
 unsigned topology::nr_numa_nodes() const noexcept { return impl_->nr_numa_nodes; }
+unsigned topology::nr_machine_pus() const noexcept { return impl_->machine_pus; }
+
+void topology::restrict_to_mask(const std::vector<unsigned>& os_pus) {
+  const bitmap_ptr mask(hwloc_bitmap_alloc());
+  if (!mask) impl_->fail("hwloc could not allocate a cpuset", ENOMEM);
+  for (const unsigned os : os_pus) hwloc_bitmap_set(mask.get(), os);
+  impl_->restrict(mask.get(), impl_->machine_pus);
+  impl_->index();
+}
 
 std::vector<worker_place> topology::place_workers(unsigned count, worker_unit unit,
                                                  const std::string& subject) const {
@@ -407,6 +478,10 @@ std::string topology::describe() const {
           plural(nr_numa_nodes(), "NUMA node", "NUMA nodes") + ", " +
           plural(nr_llcs(), "LLC", "LLCs") + ", " + plural(nr_cores(), "core", "cores") +
           ", " + plural(nr_pus(), "PU", "PUs");
+  if (!impl_->allowed_list.empty()) {
+    line += "; the affinity mask allows " + std::to_string(nr_pus()) + " of the machine's " +
+            plural(nr_machine_pus(), "PU", "PUs") + " (cpu list " + impl_->allowed_list + ")";
+  }
   return line;
 }
 
