@@ -693,7 +693,7 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
     REQUIRE(e->pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
     e->enqueue(1, &f[3], enqueue_kind::spawn, 0);
     REQUIRE(e->pick_next(1, nullptr, prev_action::requeue, 0) == &f[3]);
-    const auto r = e->wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+    const auto r = e->wake_up(&f[1], placement_kind::spawn, usched::wake_reason::spawn, 0, 1, scratch, 1'000);
     return std::make_pair(std::move(e), r);
   };
   for (const bool fork_balance : {false, true}) {
@@ -710,7 +710,7 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
     // A wake-up onto a busy worker is a plain kick at most.
     e->enqueue(0, &f[2], enqueue_kind::spawn, 2'000);
     REQUIRE(e->pick_next(0, &f[0], prev_action::block, 3'000) != nullptr);
-    const auto wake = e->wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
+    const auto wake = e->wake_up(&f[0], placement_kind::wake, usched::wake_reason::other, 0, 1, scratch, 4'000);
     CHECK(!wake.pull);
   }
   // A spawn that did not stay for want of a fork balance: one pinned to its
@@ -1530,21 +1530,21 @@ TEST_CASE("engine: a wake-up says whom to notify and whether to kick an idle wor
   f[2].pinned = 0;
   // A spawn from outside onto an idle worker: notify it, nobody to kick
   // (nothing waits behind a running fiber).
-  auto r = e.wake_up(&f[0], usched::placement_kind::spawn, -1, 1, scratch, 0);
+  auto r = e.wake_up(&f[0], usched::placement_kind::spawn, usched::wake_reason::spawn, -1, 1, scratch, 0);
   CHECK(r.cpu == 0);
   CHECK(r.notify);
   CHECK_FALSE(r.kick);
   CHECK(e.schedule(0, nullptr, prev_action::requeue, 0).next == &f[0]);
   // The running fiber spawns onto its own worker: no notify (it runs
   // there), but a fiber now waits behind it: kick an idle worker.
-  r = e.wake_up(&f[1], usched::placement_kind::spawn, 0, 2, scratch, 0);
+  r = e.wake_up(&f[1], usched::placement_kind::spawn, usched::wake_reason::spawn, 0, 2, scratch, 0);
   CHECK(r.cpu == 0);
   CHECK_FALSE(r.notify);
   CHECK(r.kick);
   // A wake-up of a fiber still on its worker (not yet blocked) only marks it.
   f[2].cpu = 0;
   f[2].on_rq.store(true);
-  r = e.wake_up(&f[2], usched::placement_kind::wake, 1, 3, scratch, 0);
+  r = e.wake_up(&f[2], usched::placement_kind::wake, usched::wake_reason::other, 1, 3, scratch, 0);
   CHECK(r.cpu == -1);
   CHECK(f[2].wake_pending);
 }
