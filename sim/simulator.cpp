@@ -16,6 +16,7 @@ namespace usched::sim {
 
 using detail::pick_result;
 using usched::placement_kind;
+using usched::wake_reason;
 using detail::prev_action;
 using detail::kick_result;
 using detail::wake_result;
@@ -203,7 +204,7 @@ void simulator::handle(const event& e) {
     return;
   }
   if (e.kind == ev::timer) {
-    try_to_wake_up(*e.f, placement_kind::wake, e.cpu);
+    try_to_wake_up(*e.f, placement_kind::wake, wake_reason::timer, e.cpu);
     return;
   }
   vcpu& v = cpus_[static_cast<std::size_t>(e.cpu)];
@@ -241,7 +242,7 @@ sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node) {
   f->preferred_node = node;
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
-  try_to_wake_up(ref, placement_kind::spawn, acting_cpu_);
+  try_to_wake_up(ref, placement_kind::spawn, wake_reason::spawn, acting_cpu_);
   return ref;
 }
 
@@ -252,7 +253,7 @@ sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
   f->preferred_node = node;
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
-  engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_);
+  engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_, false, wake_reason::spawn);
   ref.woken_at = now_;
   if (cfg_.trace) *cfg_.trace << now_ << " spawn fiber " << ref.id << " on " << cpu << '\n';
   notify(cpu);
@@ -263,7 +264,7 @@ sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
 void simulator::post(sim_event& e) {
   if (sim_fiber* w = e.waiter) {
     e.waiter = nullptr;
-    try_to_wake_up(*w, placement_kind::wake, acting_cpu_);
+    try_to_wake_up(*w, placement_kind::wake, wake_reason::sync, acting_cpu_);
   } else {
     e.posted = true;
   }
@@ -271,11 +272,11 @@ void simulator::post(sim_event& e) {
 
 // The real backend's runtime_impl::try_to_wake_up(): the engine places and
 // queues the fiber, the backend wakes whom it says.
-void simulator::try_to_wake_up(sim_fiber& f, placement_kind kind, int origin) {
+void simulator::try_to_wake_up(sim_fiber& f, placement_kind kind, wake_reason why, int origin) {
   std::vector<usched::cpu_snapshot>& scratch =
       origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
   const std::uint64_t bits = random_of(origin);
-  woken(f, kind, origin, engine_->wake_up(&f, kind, origin, bits, scratch, now_));
+  woken(f, kind, origin, engine_->wake_up(&f, kind, why, origin, bits, scratch, now_));
 }
 
 // The exiting fiber on `cpu` wakes its joiner (runtime_impl::fiber_done()).
@@ -477,7 +478,7 @@ void simulator::ask_program(int cpu) {
           if (i == 0) {
             wake_joiner(*f->joiners[i], cpu);
           } else {
-            try_to_wake_up(*f->joiners[i], placement_kind::wake, cpu);
+            try_to_wake_up(*f->joiners[i], placement_kind::wake, wake_reason::join, cpu);
           }
         }
         acting_cpu_ = -1;

@@ -154,10 +154,12 @@ class simulator {
   sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1, int node = -1);
   // spawn_on() starts a fiber queued on worker `cpu` without asking the
   // policy (an experiment's starting state, as the engine tests set one up
-  // by hand); it is not pinned: balancing may move it from there.
+  // by hand); it is not pinned: balancing may move it from there. It
+  // counts as a spawn on `cpu` (wake_reason::spawn), as spawn() does.
   sim_fiber& spawn_on(std::unique_ptr<program> p, int cpu, int node = -1);
   // post() is the program's fpost: wakes the waiter (a wake-up from the
-  // worker running now) or leaves the post.
+  // worker running now, counted as wake_reason::sync: the word is a futex
+  // the waiter sleeps on) or leaves the post.
   void post(sim_event& e);
   // at() calls `f` at virtual time `t`, outside any worker (the reporting
   // thread of schbench).
@@ -208,7 +210,9 @@ class simulator {
   void spin_poll(int cpu);
   void park(int cpu);
   void notify(int cpu);
-  void try_to_wake_up(sim_fiber& f, usched::placement_kind kind, int origin);
+  // try_to_wake_up(): the engine's wake-up of `f` from `origin`, for
+  // `why` (a sleep's timer, a post, a join, a spawn).
+  void try_to_wake_up(sim_fiber& f, usched::placement_kind kind, usched::wake_reason why, int origin);
   void wake_joiner(sim_fiber& f, int cpu);
   // What a wake-up's result asks of the backend: the waker's charge, the
   // worker to notify, the trace.

@@ -26,7 +26,9 @@ struct engine_test_access {
   static std::int64_t balance_interval(const engine& e, const sd_balance_state& st, bool busy) noexcept {
     return e.balance_interval(st, busy);
   }
-  static bool wake_running(engine& e, sched_entity* se) { return e.wake_running(se); }
+  static bool wake_running(engine& e, sched_entity* se, wake_reason why = wake_reason::other) {
+    return e.wake_running(se, why);
+  }
   static sched_entity* yield_fifo(engine& e, int cpu, sched_entity* prev, const now_source& now, int* pushed_to) {
     return e.yield_fifo(cpu, prev, now, pushed_to);
   }

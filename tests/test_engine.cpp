@@ -693,7 +693,7 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
     REQUIRE(e->pick_next(0, nullptr, prev_action::requeue, 0) == &f[0]);
     e->enqueue(1, &f[3], enqueue_kind::spawn, 0);
     REQUIRE(e->pick_next(1, nullptr, prev_action::requeue, 0) == &f[3]);
-    const auto r = e->wake_up(&f[1], placement_kind::spawn, 0, 1, scratch, 1'000);
+    const auto r = e->wake_up(&f[1], placement_kind::spawn, usched::wake_reason::spawn, 0, 1, scratch, 1'000);
     return std::make_pair(std::move(e), r);
   };
   for (const bool fork_balance : {false, true}) {
@@ -710,7 +710,7 @@ TEST_CASE("engine: a spawn kept on its busy spawner's worker with fork balancing
     // A wake-up onto a busy worker is a plain kick at most.
     e->enqueue(0, &f[2], enqueue_kind::spawn, 2'000);
     REQUIRE(e->pick_next(0, &f[0], prev_action::block, 3'000) != nullptr);
-    const auto wake = e->wake_up(&f[0], placement_kind::wake, 0, 1, scratch, 4'000);
+    const auto wake = e->wake_up(&f[0], placement_kind::wake, usched::wake_reason::other, 0, 1, scratch, 4'000);
     CHECK(!wake.pull);
   }
   // A spawn that did not stay for want of a fork balance: one pinned to its
@@ -1358,6 +1358,15 @@ TEST_CASE("engine: the join hand-off's one-lock paths decide as the two-step one
     CHECK(joins_handed > 500);
     CHECK(joins_not > 100);
     CHECK(exits_handed > 500);
+    // Both paths count each exit's joiner as a join wake-up; the wake-ups
+    // made through the enqueue step alone count nothing.
+    const auto join = static_cast<std::size_t>(usched::wake_reason::join);
+    for (const engine* e : {&fast, &full}) {
+      std::uint64_t total = 0;
+      for (const auto& c : e->counters(0).wakeups) total += c;
+      CHECK(e->counters(0).wakeups[join] == static_cast<std::uint64_t>(exits_handed));
+      CHECK(total == static_cast<std::uint64_t>(exits_handed));
+    }
   }
 }
 
@@ -1530,23 +1539,85 @@ TEST_CASE("engine: a wake-up says whom to notify and whether to kick an idle wor
   f[2].pinned = 0;
   // A spawn from outside onto an idle worker: notify it, nobody to kick
   // (nothing waits behind a running fiber).
-  auto r = e.wake_up(&f[0], usched::placement_kind::spawn, -1, 1, scratch, 0);
+  auto r = e.wake_up(&f[0], usched::placement_kind::spawn, usched::wake_reason::spawn, -1, 1, scratch, 0);
   CHECK(r.cpu == 0);
   CHECK(r.notify);
   CHECK_FALSE(r.kick);
   CHECK(e.schedule(0, nullptr, prev_action::requeue, 0).next == &f[0]);
   // The running fiber spawns onto its own worker: no notify (it runs
   // there), but a fiber now waits behind it: kick an idle worker.
-  r = e.wake_up(&f[1], usched::placement_kind::spawn, 0, 2, scratch, 0);
+  r = e.wake_up(&f[1], usched::placement_kind::spawn, usched::wake_reason::spawn, 0, 2, scratch, 0);
   CHECK(r.cpu == 0);
   CHECK_FALSE(r.notify);
   CHECK(r.kick);
   // A wake-up of a fiber still on its worker (not yet blocked) only marks it.
   f[2].cpu = 0;
   f[2].on_rq.store(true);
-  r = e.wake_up(&f[2], usched::placement_kind::wake, 1, 3, scratch, 0);
+  r = e.wake_up(&f[2], usched::placement_kind::wake, usched::wake_reason::other, 1, 3, scratch, 0);
   CHECK(r.cpu == -1);
   CHECK(f[2].wake_pending);
+}
+
+TEST_CASE("engine: a wake-up is counted by its reason on the worker it lands on, and places as any other",
+          "[engine][events]") {
+  using usched::wake_reason;
+  const auto count = [](const engine& e, int cpu, wake_reason why) {
+    return e.counters(cpu).wakeups[static_cast<std::size_t>(why)].get();
+  };
+  const auto total = [](const engine& e, int cpu) {
+    std::uint64_t t = 0;
+    for (const auto& c : e.counters(cpu).wakeups) t += c;
+    return t;
+  };
+  std::vector<usched::cpu_snapshot> scratch;
+  {
+    engine e = make_engine("pack:1 core:2 pu:1", 2, "steal");
+    std::deque<sched_entity> f(4);
+    f[0].pinned = 1;
+    f[1].pinned = 1;
+    // A spawn from worker 0 onto worker 1 counts on worker 1, the one it
+    // lands on, not on the spawner's.
+    CHECK(e.wake_up(&f[0], placement_kind::spawn, wake_reason::spawn, 0, 1, scratch, 0).cpu == 1);
+    CHECK(count(e, 1, wake_reason::spawn) == 1);
+    CHECK(total(e, 0) == 0);
+    // A wake-up of a fiber still on worker 1 (not yet blocked) counts there,
+    // where it stays.
+    f[1].cpu = 1;
+    f[1].on_rq.store(true);
+    CHECK(e.wake_up(&f[1], placement_kind::wake, wake_reason::channel, 0, 2, scratch, 0).cpu == -1);
+    CHECK(count(e, 1, wake_reason::channel) == 1);
+    // The enqueue step alone counts nothing; given a reason, it counts it.
+    e.enqueue(0, &f[2], enqueue_kind::spawn, 0);
+    CHECK(total(e, 0) == 0);
+    e.enqueue(0, &f[3], enqueue_kind::spawn, 0, false, wake_reason::spawn);
+    CHECK(count(e, 0, wake_reason::spawn) == 1);
+    CHECK(total(e, 0) == 1);
+    CHECK(total(e, 1) == 2);
+  }
+  // Placement never reads the reason: the same wake-up in engines alike in
+  // everything else lands on the same worker, with the same result, and
+  // only the reason's counter differs.
+  for (const char* policy : {"cfs", "steal"}) {
+    CAPTURE(policy);
+    int first_cpu = -2;
+    for (std::size_t r = 0; r < usched::wake_reason_count; ++r) {
+      const auto why = static_cast<wake_reason>(r);
+      CAPTURE(to_string(why));
+      engine e = make_engine("pack:1 l3:1 core:4 pu:1", 4, policy);
+      std::deque<sched_entity> f(3);
+      e.enqueue(2, &f[0], enqueue_kind::spawn, 0);
+      REQUIRE(e.pick_next(2, nullptr, prev_action::requeue, 0) == &f[0]);
+      e.enqueue(2, &f[1], enqueue_kind::spawn, 0);
+      e.enqueue(2, &f[2], enqueue_kind::spawn, 0);
+      REQUIRE(e.pick_next(2, &f[0], prev_action::block, 1'000) != nullptr);
+      const auto w = e.wake_up(&f[0], placement_kind::wake, why, 2, 7, scratch, 2'000);
+      if (first_cpu == -2) first_cpu = w.cpu;
+      CHECK(w.cpu == first_cpu);
+      CHECK(w.cpu >= 0);
+      CHECK(count(e, w.cpu, why) == 1);
+      CHECK(total(e, w.cpu) == 1);
+    }
+  }
 }
 
 TEST_CASE("engine: the overload flag follows movable fibers, and gates the idle pull", "[engine][events]") {

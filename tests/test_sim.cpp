@@ -168,6 +168,45 @@ TEST_CASE("sim: a workload file runs its fibers' steps, spawns and joins", "[sim
   }
 }
 
+TEST_CASE("sim: wake-ups are counted by reason: spawns, timers, posts, joins", "[sim][stats]") {
+  // Every count is fixed by the workload, whatever the policy and the
+  // number of workers (which only moves counts between workers): five
+  // fibers start (four placed by the policy, one queued on worker 0 as a
+  // starting state) and the parent spawns a child: spawn 6. Three sleeps,
+  // the poster's sleep and the child's: timer 5. The waiter waits from its
+  // first run, the post comes 2 ms later: sync 1 (the simulated event is
+  // a futex word). The parent joins its child while the child sleeps:
+  // join 1.
+  const auto w = parse(
+      "runtime 1s\n"
+      "fiber sleeper\n  sleep 1ms\n  sleep 1ms\n  sleep 1ms\n"
+      "fiber waiter\n  wait go\n"
+      "fiber poster\n  sleep 2ms\n  post go\n"
+      "fiber parent\n  spawn child\n  join\n"
+      "fiber child x0\n  sleep 1ms\n"
+      "fiber starter on=0\n  run 1ms\n");
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  const std::string topology = GENERATE(as<std::string>{}, "pack:1 core:1 pu:1", "pack:1 core:2 pu:1");
+  CAPTURE(policy, topology);
+  simulator sim(config(topology, policy));
+  std::ostringstream out;
+  (void)usched::sim::run_workload(sim, w, out);
+  usched::wake_counts got;
+  for (const auto& wk : sim.stats().workers) {
+    for (std::size_t r = 0; r < usched::wake_reason_count; ++r) got.n[r] += wk.wakeups.n[r];
+  }
+  usched::wake_counts want;
+  want[usched::wake_reason::spawn] = 6;
+  want[usched::wake_reason::timer] = 5;
+  want[usched::wake_reason::sync] = 1;
+  want[usched::wake_reason::join] = 1;
+  for (std::size_t r = 0; r < usched::wake_reason_count; ++r) {
+    const auto why = static_cast<usched::wake_reason>(r);
+    CAPTURE(to_string(why));
+    CHECK(got[why] == want[why]);
+  }
+}
+
 TEST_CASE("sim: workload files with mistakes are one-line errors naming the line", "[sim]") {
   const auto error_of = [](const std::string& text) {
     try {

@@ -10,11 +10,12 @@
 
 namespace usched::detail {
 
-wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
-                            std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin) {
+wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason why, int origin,
+                            std::uint64_t random, std::vector<cpu_snapshot>& scratch, const now_source& now,
+                            bool by_origin) {
   wake_result r;
   // Woken before it finished blocking: it keeps its place on its worker.
-  if (kind == placement_kind::wake && wake_running(se)) return r;
+  if (kind == placement_kind::wake && wake_running(se, why)) return r;
   r.cpu = select_cpu(kind, *se, origin, random, scratch, now, by_origin);
   // A spawn onto the spawner's own worker (a spawn's origin is the worker
   // whose running fiber spawns): no one is parked there to be told (the
@@ -24,7 +25,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   if (kind == placement_kind::spawn) how = origin == r.cpu ? enqueue_kind::spawn_local : enqueue_kind::spawn;
   // Read before the enqueue, after which the fiber may be another worker's.
   const bool stayed = stays_unbalanced(kind, *se, origin);
-  const unsigned queued = enqueue(r.cpu, se, how, now);
+  const unsigned queued = enqueue(r.cpu, se, how, now, false, why);
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && traits_.pulls_when_idle && !rq(r.cpu).idle.load(std::memory_order_relaxed);
   // A work stealer's spinning worker finds the fiber by itself: a plain kick.
@@ -32,21 +33,26 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, int origin, s
   return r;
 }
 
-bool engine::wake_running(sched_entity* se) {
+bool engine::wake_running(sched_entity* se, wake_reason why) {
   // on_rq goes false only when the fiber's own worker dequeues it (under
   // the lock), and true only by an enqueue, which only this waker (the one
   // that claimed the wait) can do now: a false read is final.
   if (!se->on_rq.load(std::memory_order_acquire)) return false;
-  runqueue& q = rq(se->cpu.load(std::memory_order_relaxed));
+  const int cpu = se->cpu.load(std::memory_order_relaxed);
+  runqueue& q = rq(cpu);
   q.lock.lock();
   const bool still = se->on_rq.load(std::memory_order_relaxed);
-  if (still) se->wake_pending = true;
+  if (still) {
+    se->wake_pending = true;
+    count_wakeup(cpu, why);
+  }
   q.lock.unlock();
   return still;
 }
 
-unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff) {
-  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff);
+unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff,
+                         std::optional<wake_reason> why) {
+  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff, why);
   runqueue& q = rq(cpu);
   // The fiber's vruntime and load were last kept relative to the worker it
   // left; read that worker's min_vruntime before taking our own lock (no
@@ -106,6 +112,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
     }
   }
   add_runnable(cpu, q, se, kind);
+  if (why) count_wakeup(cpu, *why);
   if (handoff) {
     make_next(cpu, q, se);
   } else if (kind == enqueue_kind::wakeup) {
@@ -120,10 +127,12 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
 // enqueue() for FIFO and LIFO without load tracking: what is left of it
 // when there is no clock, no vruntime, no preemption check and nothing to
 // publish but the count.
-unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff) noexcept {
+unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff,
+                              std::optional<wake_reason> why) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
   add_runnable(cpu, q, se, kind);
+  if (why) count_wakeup(cpu, *why);
   if (handoff) make_next(cpu, q, se);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();

@@ -80,6 +80,7 @@ void engine::add_counters(int cpu, worker_stats& out) const {
   out.active_pushes = c.active_pushes;
   out.active_abandoned = c.active_abandoned;
   out.handoffs = c.handoffs;
+  for (std::size_t r = 0; r < wake_reason_count; ++r) out.wakeups.n[r] = c.wakeups[r];
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   for (std::size_t l = 0; l < chain.size(); ++l) {
     const level_counters& lc = counters(cpu, l);

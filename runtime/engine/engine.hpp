@@ -44,6 +44,7 @@
 #include <cassert>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <usched/runtime.hpp>
@@ -104,7 +105,14 @@ class engine {
   // for a timer that another worker fires on origin's behalf): only then
   // does the placement write origin's state (its running fiber's
   // recent_used_cpu, its scan average).
-  wake_result wake_up(sched_entity* se, placement_kind kind, int origin, std::uint64_t random,
+  //
+  // `why` is what made the fiber runnable (wake_reason::spawn for a
+  // spawn). The kernel's try_to_wake_up() has no such argument: it is for
+  // accounting only, counted on the worker the fiber lands on
+  // (cpu_counters::wakeups, under that runqueue's lock; for a fiber still
+  // on its way to block, on the worker it stays on), and never read by
+  // placement, which decides the same whatever it is.
+  wake_result wake_up(sched_entity* se, placement_kind kind, wake_reason why, int origin, std::uint64_t random,
                       std::vector<cpu_snapshot>& scratch, const now_source& now, bool by_origin = true);
 
   // The join hand-off (engine_config::join_handoff), both halves, each
@@ -119,7 +127,8 @@ class engine {
   // for it. A joiner that last ran on cpu (and may run there) is queued
   // there without a placement, and the exit's pick runs it: the fork-join
   // continuation resumes where its children ran. Otherwise, or with the
-  // hand-off off, it is wake_up() of a plain wake-up.
+  // hand-off off, it is wake_up() of a plain wake-up. Either way the
+  // wake-up counts as wake_reason::join.
   bool hand_off(int cpu, sched_entity* target);
   wake_result wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random, std::vector<cpu_snapshot>& scratch,
                           const now_source& now);
@@ -136,7 +145,8 @@ class engine {
   // The exiting fiber's: hands_back(joiner, cpu) says whether wake_joiner()
   // would hand cpu to the joiner; if so, exit_to_joiner(cpu, prev, joiner,
   // now) is wake_joiner() and then the exit's pick (schedule(cpu, prev,
-  // exit)), with the joiner made the running fiber directly: it never
+  // exit)), with the joiner made the running fiber directly (its wake-up
+  // counted as wake_reason::join, as wake_joiner() counts it): it never
   // enters the queue, so there is no insert and erase of it, no queue
   // count to publish, and the runqueue's signals change once. The overload
   // flag is noted from the state after the exit (the two-step path notes
@@ -222,8 +232,11 @@ class engine {
   // enqueue() makes `se` runnable on `cpu`. Locks that runqueue. Returns the
   // number queued after the push. `handoff`: a joiner woken by the fiber
   // exiting on cpu (wake_joiner): it is cpu's next pick, and the exiting
-  // fiber is not asked to yield for it.
-  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff = false);
+  // fiber is not asked to yield for it. `why`: the wake-up events pass
+  // their reason, counted on cpu under the lock the enqueue holds; a
+  // caller of the step alone may leave it out, and nothing is counted.
+  unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff = false,
+                   std::optional<wake_reason> why = std::nullopt);
 
   // pick_next() is the worker's scheduling decision: `prev` (the running
   // fiber, or null from the idle loop) stops running as `action` says, and
@@ -324,7 +337,8 @@ class engine {
   // The FIFO and LIFO disciplines without load tracking have no clock, no
   // vruntime and nothing to publish but the queue count: enqueue() and
   // pick_next() go straight to these.
-  unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff) noexcept;
+  unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff,
+                        std::optional<wake_reason> why) noexcept;
   sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now,
                            sched_entity* joined) noexcept;
   // wake_running() handles a wake-up of a fiber that has published itself
@@ -332,8 +346,14 @@ class engine {
   // runqueue (running), it is marked so that its block turns into a
   // requeue, and true is returned: nothing else is to be done. False means
   // it is off every runqueue and must be enqueued. Takes that runqueue's lock
-  // only when the fiber may still be on it.
-  bool wake_running(sched_entity* se);
+  // only when the fiber may still be on it, and counts the wake-up there by
+  // `why` when it is.
+  bool wake_running(sched_entity* se, wake_reason why);
+  // count_wakeup(): one wake-up for `why` on cpu; the caller holds cpu's
+  // runqueue lock (cpu_counters::wakeups).
+  void count_wakeup(int cpu, wake_reason why) noexcept {
+    counters_[static_cast<std::size_t>(cpu)].wakeups[static_cast<std::size_t>(why)].add();
+  }
 
   // ---- the fair discipline (fair.cpp; its inline parts in engine_inline.hpp) ----
   void update_curr(runqueue& q, const now_source& now) noexcept;

@@ -31,17 +31,19 @@ bool engine::hand_off(int cpu, sched_entity* target) {
 
 wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t random,
                                 std::vector<cpu_snapshot>& scratch, const now_source& now) {
-  if (!hands_back(*joiner, cpu)) return wake_up(joiner, placement_kind::wake, cpu, random, scratch, now);
+  if (!hands_back(*joiner, cpu)) {
+    return wake_up(joiner, placement_kind::wake, wake_reason::join, cpu, random, scratch, now);
+  }
   return queue_joiner(joiner, cpu, now);
 }
 
 wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source& now) {
   wake_result r;
-  if (wake_running(joiner)) return r;
+  if (wake_running(joiner, wake_reason::join)) return r;
   // Its previous worker, as a placement that kept it there would count it.
   counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
   r.cpu = cpu;
-  const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true);
+  const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true, wake_reason::join);
   r.notify = false;
   // The joiner runs next, in the exiting fiber's place: only others queued
   // behind it are work for an idle worker.
@@ -72,6 +74,7 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   c.wake_prev.add();
   c.handoffs.add();
+  count_wakeup(cpu, wake_reason::join);
   if (fair_ || tracks_load()) {
     // The joiner's wake-up (enqueue(wakeup) onto the worker it last ran on:
     // no migration), less its queue insert.

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include <usched/detail/spinlock.hpp>
+#include <usched/wake_reason.hpp>
 
 #include "pelt.hpp"
 #include "sched_entity.hpp"
@@ -66,6 +67,11 @@ struct cpu_counters {
   stat_counter active_pushes;     // fibers it moved to another worker for an active balance
   stat_counter active_abandoned;  // active balances asked of it that found no fiber runnable to hand over
   stat_counter handoffs;          // join hand-offs made: a joinee or a joiner made this worker's next pick
+  // Fibers made runnable on this worker, by reason (the wake-up events'
+  // `why`). Written by the waker, whichever thread it is, under this
+  // worker's runqueue lock, which it holds for the enqueue anyway: the lock
+  // orders the wakers' load+store, so one counter never loses a count.
+  stat_counter wakeups[wake_reason_count];
 };
 
 // A worker's runqueue.

@@ -54,7 +54,7 @@ void runtime_impl::blocking_thread_main() noexcept {
     lk.unlock();
     job->run(job);
     // Last: the job is on the caller's stack, which may unwind once it runs.
-    wake(*job->who, job->token);
+    wake(*job->who, job->token, wake_reason::blocking);
     lk.lock();
   }
 }

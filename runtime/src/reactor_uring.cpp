@@ -426,7 +426,7 @@ class uring_reactor final : public reactor {
         outstanding_.fetch_sub(1, std::memory_order_relaxed);
         // Nobody else claims an I/O wait: its completion is its only end.
         if (claim_wait(*f, op->token)) {
-          w.rt().try_to_wake_up(f, placement_kind::wake, &w, w.index());
+          w.rt().try_to_wake_up(f, placement_kind::wake, wake_reason::io, &w, w.index());
           ++woken;
         }
       }

@@ -109,14 +109,17 @@ class runtime_impl {
   // woken: the engine's wake-up event places it (by the policy unless
   // pinned) and queues it, and the backend wakes whoever must run it. The
   // kernel's try_to_wake_up(), the caller of core.c's decision; the switch
-  // decision itself is engine::schedule().
-  void try_to_wake_up(fiber* f, placement_kind kind) noexcept;
-  void try_to_wake_up(fiber* f, placement_kind kind, worker* w) noexcept;
+  // decision itself is engine::schedule(). `why` is what woke it, known
+  // where the wake-up starts (a spawn, a primitive's notify, a timer, a
+  // stop request, the blocking pool, an exit to its joiner) and passed down
+  // as it is: the engine counts it and never places by it.
+  void try_to_wake_up(fiber* f, placement_kind kind, wake_reason why) noexcept;
+  void try_to_wake_up(fiber* f, placement_kind kind, wake_reason why, worker* w) noexcept;
   // The same, for a wake-up whose waker is not the calling worker: a timer
   // is the worker's that armed it, whichever worker fires it (the kernel's
   // hrtimer interrupt runs on the CPU that armed it), so wake_affine() pulls
   // nothing towards a spinning worker that only happened to look first.
-  void try_to_wake_up(fiber* f, placement_kind kind, worker* w, int waker) noexcept;
+  void try_to_wake_up(fiber* f, placement_kind kind, wake_reason why, worker* w, int waker) noexcept;
   // carry_out() wakes whom a wake-up's result names (the worker it queued
   // on, a parked worker to balance); `w` is the calling worker, or null.
   void carry_out(const wake_result& r, worker* w) noexcept;

@@ -83,7 +83,7 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
   } else {
     external_spawned_.fetch_add(1, std::memory_order_relaxed);
   }
-  try_to_wake_up(f, placement_kind::spawn, w);
+  try_to_wake_up(f, placement_kind::spawn, wake_reason::spawn, w);
 }
 
 fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
@@ -107,7 +107,7 @@ fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
     if (joiner->is_fiber) {
       handed = static_cast<fiber*>(joiner);
     } else {
-      resume_wait(*joiner);
+      resume_wait(*joiner, wake_reason::join);
     }
   }
   if (detached && f->task->error) report_detached_exception(f);
@@ -207,7 +207,7 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token&
     auto& self = static_cast<fiber&>(me);
     if (stop.stop_possible()) {
       // As block(me, token, deadline_ns, stop).
-      std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token); });
+      std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token, wake_reason::stop); });
       w->block_current(&self, token, deadline_ns, f);
     } else {
       w->block_current(&self, token, deadline_ns, f);

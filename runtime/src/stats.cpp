@@ -8,6 +8,39 @@ namespace {
 
 double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+// wake_reasons(): the table's block of wake-ups by reason, one line per
+// worker naming only its non-zero reasons ("-" for none), so that a run
+// that only sleeps and spawns reads as two words, not ten columns; empty
+// when no worker counted any.
+std::string wake_reasons(const std::vector<worker_stats>& workers) {
+  bool any = false;
+  for (const auto& s : workers) any = any || s.wakeups.total() != 0;
+  if (!any) return {};
+  std::string out = fmt::format("{:>6} wake-ups by reason\n", "worker");
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    std::string line;
+    for (std::size_t r = 0; r < wake_reason_count; ++r) {
+      const auto why = static_cast<wake_reason>(r);
+      const std::uint64_t n = workers[w].wakeups[why];
+      if (n != 0) line += fmt::format(" {}={}", to_string(why), n);
+    }
+    out += fmt::format("{:>6}{}\n", w, line.empty() ? " -" : line);
+  }
+  return out;
+}
+
+// wake_reasons_json(): every reason with its count, in the enum's order,
+// as one JSON object.
+std::string wake_reasons_json(const wake_counts& c) {
+  std::string out = "{";
+  for (std::size_t r = 0; r < wake_reason_count; ++r) {
+    const auto why = static_cast<wake_reason>(r);
+    out += fmt::format("{}\"{}\":{}", r ? "," : "", to_string(why), c[why]);
+  }
+  out += '}';
+  return out;
+}
+
 }  // namespace
 
 std::string runtime_stats::to_table() const {
@@ -21,6 +54,7 @@ std::string runtime_stats::to_table() const {
                        s.fibers_run, s.parks, ms(s.busy_ns), ms(s.idle_ns), s.newidle_attempts,
                        s.newidle_pulls, s.fibers_pulled, s.wake_prev, s.wake_idle_sibling, s.wake_other);
   }
+  out += wake_reasons(workers);
   bool any_level = false;
   for (const auto& s : workers) any_level = any_level || !s.levels.empty();
   if (!any_level) return out;
@@ -45,10 +79,11 @@ std::string runtime_stats::to_json() const {
     out += fmt::format(
         "{{\"worker\":{},\"fibers_run\":{},\"parks\":{},\"busy_ns\":{},\"idle_ns\":{},"
         "\"newidle_attempts\":{},\"newidle_pulls\":{},\"fibers_pulled\":{},\"wake_prev\":{},"
-        "\"wake_idle_sibling\":{},\"wake_other\":{},\"wakeup_preemptions\":{},\"tick_preemptions\":{},\"active_pushes\":{},\"active_abandoned\":{},\"newidle_skipped\":{},\"handoffs\":{},\"levels\":[",
+        "\"wake_idle_sibling\":{},\"wake_other\":{},\"wakeup_preemptions\":{},\"tick_preemptions\":{},\"active_pushes\":{},\"active_abandoned\":{},\"newidle_skipped\":{},\"handoffs\":{},\"wakeups\":{},\"levels\":[",
         w, s.fibers_run, s.parks, s.busy_ns, s.idle_ns, s.newidle_attempts, s.newidle_pulls,
         s.fibers_pulled, s.wake_prev, s.wake_idle_sibling, s.wake_other, s.wakeup_preemptions,
-        s.tick_preemptions, s.active_pushes, s.active_abandoned, s.newidle_skipped, s.handoffs);
+        s.tick_preemptions, s.active_pushes, s.active_abandoned, s.newidle_skipped, s.handoffs,
+        wake_reasons_json(s.wakeups));
     for (std::size_t i = 0; i < s.levels.size(); ++i) {
       const domain_level_stats& l = s.levels[i];
       if (i) out += ',';

@@ -65,7 +65,7 @@ std::size_t worker::fire_timers(std::int64_t now, worker& by, bool try_only) {
     for (std::size_t i = 0; i < n; ++i) {
       // A stale entry (the wait was notified first) fails the claim.
       if (claim_wait(*due[i].f, due[i].token)) {
-        rt_.try_to_wake_up(due[i].f, placement_kind::wake, &by, index_);
+        rt_.try_to_wake_up(due[i].f, placement_kind::wake, wake_reason::timer, &by, index_);
         ++resumed;
       }
     }

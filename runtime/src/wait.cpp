@@ -66,10 +66,23 @@ bool wake(waitable& w, std::uint64_t token) noexcept {
   return true;
 }
 
+bool wake(waitable& w, std::uint64_t token, wake_reason why) noexcept {
+  if (!claim_wait(w, token)) return false;
+  resume_wait(w, why);
+  return true;
+}
+
 void resume_wait(waitable& w) noexcept {
+  // The waiter's own record of its wait: stored before the token it armed,
+  // which the waker read under the primitive's lock (or from the joinee),
+  // so this reads the wait being ended; relaxed, as for the hang report.
+  resume_wait(w, reason_of(w.waiting_in.load(std::memory_order_relaxed)));
+}
+
+void resume_wait(waitable& w, wake_reason why) noexcept {
   if (w.is_fiber) {
     auto& f = static_cast<fiber&>(w);
-    f.rt->try_to_wake_up(&f, placement_kind::wake);
+    f.rt->try_to_wake_up(&f, placement_kind::wake, why);
     return;
   }
   auto& p = static_cast<thread_parker&>(w);

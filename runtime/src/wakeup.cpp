@@ -8,24 +8,24 @@
 
 namespace usched::detail {
 
-void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind) noexcept {
-  try_to_wake_up(f, kind, local_worker());
+void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, wake_reason why) noexcept {
+  try_to_wake_up(f, kind, why, local_worker());
 }
 
-void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, worker* w) noexcept {
-  try_to_wake_up(f, kind, w, w ? w->index() : -1);
+void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, wake_reason why, worker* w) noexcept {
+  try_to_wake_up(f, kind, why, w, w ? w->index() : -1);
 }
 
-void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, worker* w, int waker) noexcept {
+void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, wake_reason why, worker* w, int waker) noexcept {
   // The engine places and queues the fiber; the backend wakes whom it says.
   wake_result r;
   if (w) {
-    r = engine_.wake_up(f, kind, waker, w->next_random(), w->scratch(), engine_clock(), waker == w->index());
+    r = engine_.wake_up(f, kind, why, waker, w->next_random(), w->scratch(), engine_clock(), waker == w->index());
   } else {
     // A thread outside the runtime places with its own scratch space and
     // the shared generator.
     thread_local std::vector<cpu_snapshot> scratch;
-    r = engine_.wake_up(f, kind, -1, external_random(), scratch, engine_clock());
+    r = engine_.wake_up(f, kind, why, -1, external_random(), scratch, engine_clock());
   }
   carry_out(r, w);
 }

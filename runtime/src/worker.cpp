@@ -261,7 +261,7 @@ void worker::exit_current(fiber* joiner) {
   } else {
     // A joiner elsewhere is woken first, as any wake-up, then the exit
     // picks what runs here.
-    if (joiner) rt_.try_to_wake_up(joiner, placement_kind::wake, this);
+    if (joiner) rt_.try_to_wake_up(joiner, placement_kind::wake, wake_reason::join, this);
     r = e.schedule(index_, current_, prev_action::exit, switch_clock(e));
   }
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();

@@ -10,6 +10,7 @@
 
 #include <usched/fiber.hpp>
 #include <usched/options.hpp>
+#include <usched/wake_reason.hpp>
 
 namespace usched {
 
@@ -47,6 +48,10 @@ struct worker_stats {
   std::uint64_t active_pushes = 0;       // fibers it handed to another worker for an active balance
   std::uint64_t active_abandoned = 0;    // active balances asked of it that found no fiber runnable to hand over
   std::uint64_t handoffs = 0;            // join hand-offs: a joinee or a joiner made its next pick (options::join_handoff)
+  // Fibers made runnable on this worker (queued here, or found still
+  // running here on their way to block), by why they woke
+  // (usched/wake_reason.hpp): wakeups[wake_reason::timer] ...
+  wake_counts wakeups;
   std::vector<domain_level_stats> levels;  // its domain chain, narrowest first
 };
 

@@ -24,5 +24,6 @@
 #include <usched/shared_mutex.hpp>
 #include <usched/task_group.hpp>
 #include <usched/wait_group.hpp>
+#include <usched/wake_reason.hpp>
 #include <usched/worker_unit.hpp>
 

@@ -14,6 +14,7 @@
 #include <stop_token>
 
 #include <usched/detail/deadline.hpp>
+#include <usched/wake_reason.hpp>
 
 namespace usched::detail {
 
@@ -40,6 +41,43 @@ enum class wait_kind : std::uint8_t {
   blocking,           // usched::blocking: a call running on the blocking pool
   io,                 // usched::io / usched::net: an I/O call in a worker's reactor
 };
+
+// reason_of() is why a waker that ends a wait in `kind` wakes its waiter
+// (usched/wake_reason.hpp): what the waiter waited in names it. A timer or
+// a stop request ending the wait is not read from here: those wakers pass
+// wake_reason::timer or wake_reason::stop themselves. A sleep only a
+// timer ends. No default: a new kind does not compile until it is given
+// its reason. A switch of constants, which the compiler makes a table.
+constexpr wake_reason reason_of(wait_kind kind) noexcept {
+  switch (kind) {
+    case wait_kind::mutex:
+    case wait_kind::condition_variable:
+    case wait_kind::condition_variable_any:
+    case wait_kind::shared_mutex:
+    case wait_kind::semaphore:
+    case wait_kind::latch:
+    case wait_kind::barrier:
+    case wait_kind::wait_group:
+      return wake_reason::sync;
+    case wait_kind::channel_send:
+    case wait_kind::channel_recv:
+    case wait_kind::select:
+      return wake_reason::channel;
+    case wait_kind::join:
+      return wake_reason::join;
+    case wait_kind::future:
+      return wake_reason::future;
+    case wait_kind::sleep:
+      return wake_reason::timer;
+    case wait_kind::blocking:
+      return wake_reason::blocking;
+    case wait_kind::io:
+      return wake_reason::io;
+    case wait_kind::none:
+      return wake_reason::other;
+  }
+  return wake_reason::other;
+}
 
 // Anything that can block in a usched primitive: a fiber, or an OS thread
 // outside the runtime (through its thread_parker); both are the runtime's
@@ -76,8 +114,11 @@ inline constexpr std::int64_t no_deadline = -1;
 constexpr bool has_timer(std::int64_t deadline_ns) noexcept {
   return deadline_ns >= 0 && deadline_ns != far_deadline_ns;
 }
-// Claim `token` and make `w` runnable; false if already claimed.
+// Claim `token` and make `w` runnable; false if already claimed. The
+// wake-up's reason is `why`, or, without it, what `w` waits in
+// (reason_of(w.waiting_in)).
 bool wake(waitable& w, std::uint64_t token) noexcept;
+bool wake(waitable& w, std::uint64_t token, wake_reason why) noexcept;
 // The two halves of wake(), for a waker that must know it won the wait
 // before it hands anything over (a wait a timer or a stop request may end).
 // Between them the waiter stays blocked, so what the waker writes for it is
@@ -90,19 +131,24 @@ inline bool claim_wait(waitable& w, std::uint64_t token) noexcept {
                                               std::memory_order_relaxed);
 }
 // resume_wait() makes a claimed waiter run again: a fiber is placed on a
-// runqueue by its runtime's wake placement, a thread is unparked.
+// runqueue by its runtime's wake placement, a thread is unparked. A
+// fiber's wake-up is counted by `why` (runtime::stats()); the first form
+// takes it from what the waiter waits in (reason_of(w.waiting_in)), read
+// here, while the claim still keeps the waiter from arming another wait.
 void resume_wait(waitable& w) noexcept;
+void resume_wait(waitable& w, wake_reason why) noexcept;
 
 // block() that also ends when `stop` is requested: a stop callback claims
-// the wait as a waker would (wake()). A stop requested already ends it at
-// once. The callback's destructor waits for a callback running on another
-// thread, so nothing touches the waiter after this returns.
+// the wait as a waker would (wake(), as wake_reason::stop). A stop
+// requested already ends it at once. The callback's destructor waits for a
+// callback running on another thread, so nothing touches the waiter after
+// this returns.
 inline void block(waitable& me, std::uint64_t token, std::int64_t deadline_ns, const std::stop_token& stop) {
   if (!stop.stop_possible()) {
     block(me, token, deadline_ns);
     return;
   }
-  std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token); });
+  std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token, wake_reason::stop); });
   block(me, token, deadline_ns);
 }
 
