@@ -35,6 +35,12 @@
 //                      of a warm run (ms_first: the first, which also maps
 //                      and faults in 262,144 stacks); for scaling runs
 //                      (usched_micro_compare --scaling)
+//   timer_late         a 1 ms sleep on a worker held by a fiber that never
+//                      yields: us late, p50 and max (two workers or more)
+//   io_late            a read completed while a fiber that runs long (with
+//                      preempt points) holds the reader's worker: us from
+//                      the write to the reader running, p50 and max
+//                      (--io=io_uring|epoll picks the backend)
 //
 // The task API's primitives (task_api.hpp; --ops=N sizes them, default
 // 200,000; threads do a tenth of the hand-offs and pairs):
@@ -107,6 +113,7 @@ void register_usched(const env& e) {
   reg("skynet", e, skynet::measure_usched);
   reg("fanout", e, fanout::measure_usched);
   if (w >= 2) reg("timer_late", e, timer_late::measure_usched);
+  if (w >= 2) reg("io_late", e, io_late::measure_usched);
   for (long n : {2L, 16L, 1000L}) reg("mutex/" + std::to_string(n), e, mutex::measure_usched, n);
   reg("chan_same", e, chan::measure_usched, false);
   reg("future_same", e, future::measure_usched, false);
@@ -215,6 +222,12 @@ int main(int argc, char** argv) {
       cfg.load_tracking = parse_count("load-tracking", v, 0, 1) != 0;
     } else if (take_flag(a, "spin-us", v)) {
       cfg.spin_us = parse_count("spin-us", v, 0, 10'000'000);
+    } else if (take_flag(a, "io", v)) {
+      if (v != "io_uring" && v != "epoll") {
+        std::cerr << "usched_micro: --io='" << v << "' is not valid; expected io_uring or epoll\n";
+        return 2;
+      }
+      cfg.io = v;
     } else if (take_flag(a, "samples", v)) {
       cfg.samples = parse_count("samples", v, 1, 100'000'000);
     } else if (take_flag(a, "fanout-tasks", v)) {

@@ -118,6 +118,9 @@ constexpr const char* multi_worker =
     "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier|select)";
 constexpr const char* wake_only = "^wake_";
 constexpr const char* timer_only = "^timer_late/";
+constexpr const char* io_only = "^io_late/";
+// The reactor backends the io_late table compares.
+constexpr const char* io_backends[] = {"io_uring", "epoll"};
 
 // The policies of the timer_late table: the one asked for, one that pulls
 // a woken fiber to an idle worker, and one that never moves it.
@@ -155,6 +158,12 @@ std::vector<config> make_configs(const options& o) {
   };
   for (const std::string& tp : timer_policies(o)) {
     c.push_back({"usT-" + tp, "usched " + tp + wl, {"--peer=usched", ww, "--policy=" + tp, filter(timer_only)}, 2});
+  }
+  for (const std::string& tp : timer_policies(o)) {
+    for (const char* io : io_backends) {
+      c.push_back({"usI-" + tp + "-" + io, "usched " + tp + wl + " " + io,
+                   {"--peer=usched", ww, "--policy=" + tp, std::string("--io=") + io, filter(io_only)}, 2});
+    }
   }
   if (!o.against.empty()) {
     const std::string ag = "--policy=" + o.against;
@@ -517,6 +526,18 @@ std::vector<block> make_blocks(const options& o) {
     lines.push_back(plain(p + ", spin-us=0", "usT-park", "timer_late"));
     b.push_back({"timer_late: us a 1 ms sleep ends late when a fiber that never yields holds the sleeper's worker "
                  "(up to 20 ms), 200 sleeps, " + ws,
+                 {{"p50 us", "p50_us", false}, {"max us", "max_us", false}},
+                 lines});
+  }
+  if (o.workers >= 2) {
+    std::vector<line> lines;
+    for (const std::string& tp : timer_policies(o)) {
+      for (const char* io : io_backends) {
+        lines.push_back(plain("usched " + tp + ", " + io, "usI-" + tp + "-" + io, "io_late"));
+      }
+    }
+    b.push_back({"io_late: us from a write to the reader running, when a fiber that runs long (preempt points "
+                 "only) holds the reader's worker (up to 20 ms), 200 reads, " + ws,
                  {{"p50 us", "p50_us", false}, {"max us", "max_us", false}},
                  lines});
   }

@@ -35,6 +35,7 @@ struct config {
   std::string policy = "cfs";
   bool load_tracking = true;
   long spin_us = -1;  // usched idle spin; -1: the runtime's default
+  std::string io;     // usched I/O backend (io_uring, epoll); empty: USCHED_IO or auto
   long samples = 100'000;
   long fibers = 1'000'000;
   long fanout_tasks = 262'144;
@@ -69,6 +70,8 @@ inline std::unique_ptr<usched::runtime> make_runtime(const config& cfg, unsigned
   o.workers = workers;
   o.load_tracking = cfg.load_tracking;
   if (cfg.spin_us >= 0) o.spin = std::chrono::microseconds(cfg.spin_us);
+  if (cfg.io == "io_uring") o.io = usched::options::io_backend::io_uring;
+  if (cfg.io == "epoll") o.io = usched::options::io_backend::epoll;
   return std::make_unique<usched::runtime>(o);
 }
 

@@ -54,6 +54,11 @@ namespace fanout { measure_fn measure_usched, measure_boost; }
 // holds the sleeper's worker. Needs two workers or more.
 namespace timer_late { measure_fn measure_usched; }
 
+// io_late: how late a fiber woken by an I/O completion runs when a fiber
+// that runs long (with preempt points) holds its worker. Needs two workers
+// or more.
+namespace io_late { measure_fn measure_usched; }
+
 // mutex/N: N (the parameter, `contenders`) fibers (threads) increment a
 // counter under a mutex: ns per lock+unlock.
 namespace mutex { measure_with<long> measure_usched, measure_boost, measure_thread; }
