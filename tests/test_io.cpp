@@ -540,3 +540,54 @@ TEST_CASE("io: 10,000 concurrent connections from another process are each serve
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+TEST_CASE("io: a runtime whose fibers all wait in accepts and reads parks in its reactors and burns no CPU",
+          "[io][realtime]") {
+  const auto backend = GENERATE(options::io_backend::io_uring, options::io_backend::epoll);
+  INFO(name_of(backend));
+  usched::runtime rt(io_options(backend, "steal", 2));
+  tcp_listener l = tcp_listener::bind(endpoint::loopback_v4(0));
+  socket_pair p = tcp_pair();
+  std::stop_source stop;
+  std::atomic<int> waiting{0};
+  usched::spawn_options on0, on1;
+  on0.pin = 0;
+  on1.pin = 1;
+  auto acceptor = rt.spawn(on0, [&] {
+    waiting++;
+    std::error_code ec;
+    (void)l.accept(stop.get_token(), ec);
+    return ec;
+  });
+  auto reader = rt.spawn(on1, [&] {
+    waiting++;
+    char b;
+    std::error_code ec;
+    (void)p.a.read_some(&b, 1, stop.get_token(), ec);
+    return ec;
+  });
+  while (waiting.load() < 2) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);
+  const auto a = rt.stats().workers;
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(200ms);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  const auto b = rt.stats().workers;
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i].parks == a[i].parks);
+  const auto us = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1'000'000L + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+  };
+#if defined(__SANITIZE_THREAD__)
+  constexpr long bound_us = 20'000;
+#else
+  constexpr long bound_us = 2'000;
+#endif
+  CHECK(us(after) - us(before) < bound_us);
+  // A stop request reaches both (the acceptor's through its worker's
+  // reactor, which it wakes).
+  stop.request_stop();
+  CHECK(acceptor.join() == std::errc::operation_canceled);
+  CHECK(reader.join() == std::errc::operation_canceled);
+}

@@ -323,7 +323,14 @@ const std::vector<option_rule>& rules() {
              o.io == options::io_backend::epoll;
     };
     io.same = [](const options& a, const options& b) { return a.io == b.io; };
-    io.show = [](const options& o) { return std::to_string(static_cast<int>(o.io)); };
+    io.show = [](const options& o) -> std::string {
+      switch (o.io) {
+        case options::io_backend::automatic: return "io_backend::automatic";
+        case options::io_backend::io_uring: return "io_backend::io_uring";
+        case options::io_backend::epoll: return "io_backend::epoll";
+      }
+      return std::to_string(static_cast<int>(o.io));
+    };
     io.complaint_env = expected("auto, io_uring or epoll");
     io.complaint_code = expected("io_backend::automatic, io_uring or epoll");
     t.push_back(std::move(io));
