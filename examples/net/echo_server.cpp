@@ -26,6 +26,7 @@
 
 namespace {
 
+// [snippet connection]
 // One connection, on a fiber of its own. read_some() and write_all() block
 // this fiber only: the worker runs other connections meanwhile. Each call
 // carries the stop token (an io::bound), so a stop ends the wait.
@@ -39,6 +40,7 @@ void echo(usched::net::tcp_stream client, std::stop_token stop) {
     if (ec) return;
   }
 }
+// [end connection]
 
 // Accepts until stop is requested; the task_group waits for every
 // connection's fiber before serve() returns.
