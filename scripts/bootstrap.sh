@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-context-dev libboost-dev libboost-fiber-dev
   libhwloc-dev hwloc
+  liburing-dev
   libspdlog-dev libfmt-dev
   catch2
   libbenchmark-dev

@@ -28,6 +28,7 @@ const char* to_string(wait_kind k) noexcept {
     case wait_kind::condition_variable_any: return "condition_variable_any::wait";
     case wait_kind::select: return "select";
     case wait_kind::blocking: return "blocking";
+    case wait_kind::io: return "an I/O call";
   }
   return "an unknown wait";
 }

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 
+#include <usched/error.hpp>
 #include <usched/runtime.hpp>
 
 #include "clock.hpp"
@@ -69,6 +70,7 @@ runtime_impl::runtime_impl(options opts)
   tick_cycles_ = static_cast<std::uint64_t>(static_cast<double>(engine_.config().tick_ns) * cycles_per_ns_);
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
   install_overflow_handler();
+  io_backend_ = choose_io_backend();
 
   log_->info("starting: {}", describe());
   if (shares_units) {
@@ -161,9 +163,29 @@ std::string runtime_impl::describe() const {
                               pinned_ ? (unit_ == worker_unit::core ? "pinned to cores" : "pinned to PUs")
                                       : "unpinned",
                               opts_.slice.count(), opts_.stack_size / 1024);
+  if (io_backend_ == options::io_backend::io_uring) {
+    s += "io: io_uring per worker (" + probe_io_support().features + ")\n";
+  } else if (opts_.io == options::io_backend::epoll) {
+    s += "io: epoll per worker (asked for)\n";
+  } else {
+    s += "io: epoll per worker (" + probe_io_support().why_not + ")\n";
+  }
   s += "topology: " + topo_.describe() + "\n";
   s += "domains:\n" + engine_.domains().describe();
   return s;
+}
+
+options::io_backend runtime_impl::choose_io_backend() {
+  if (opts_.io == options::io_backend::epoll) return options::io_backend::epoll;
+  const io_support& s = probe_io_support();
+  if (s.uring) return options::io_backend::io_uring;
+  if (opts_.io == options::io_backend::io_uring) {
+    throw config_error(option_subject(opts_, "io") + ": no io_uring can be set up here: " + s.why_not);
+  }
+  // Said once per process: the kernel's answer does not change.
+  static std::once_flag said;
+  std::call_once(said, [&] { log_->warn("{}; I/O uses epoll", s.why_not); });
+  return options::io_backend::epoll;
 }
 
 runtime_stats runtime_impl::stats() const {

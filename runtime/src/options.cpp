@@ -309,6 +309,25 @@ const std::vector<option_rule>& rules() {
     t.push_back(flag("join_handoff", "USCHED_JOIN_HANDOFF", &options::join_handoff, "off", "on"));
     t.push_back(flag("fork_balance", "USCHED_FORK_BALANCE", &options::fork_balance, "off", "on"));
 
+    option_rule io;
+    io.field = "io";
+    io.variable = "USCHED_IO";
+    io.parse = [](std::string_view s, options& o) {
+      if (s == "auto") return o.io = options::io_backend::automatic, true;
+      if (s == "io_uring") return o.io = options::io_backend::io_uring, true;
+      if (s == "epoll") return o.io = options::io_backend::epoll, true;
+      return false;
+    };
+    io.valid = [](const options& o) {
+      return o.io == options::io_backend::automatic || o.io == options::io_backend::io_uring ||
+             o.io == options::io_backend::epoll;
+    };
+    io.same = [](const options& a, const options& b) { return a.io == b.io; };
+    io.show = [](const options& o) { return std::to_string(static_cast<int>(o.io)); };
+    io.complaint_env = expected("auto, io_uring or epoll");
+    io.complaint_code = expected("io_backend::automatic, io_uring or epoll");
+    t.push_back(std::move(io));
+
     option_rule stats;
     stats.field = "stats";
     stats.variable = "USCHED_STATS";

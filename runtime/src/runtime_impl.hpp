@@ -17,6 +17,10 @@
 //   fiber_local.cpp    the fiber_local tables
 //   this_fiber.cpp     usched::this_fiber (yield() is in worker.cpp)
 //   clock.cpp          the time-stamp counter's calibration
+//   reactor_uring.cpp  a worker's I/O reactor on io_uring (reactor.hpp)
+//   reactor_epoll.cpp  ... on epoll
+//   io_call.cpp        where an I/O call goes; the plain thread's path
+//   io.cpp, net.cpp    usched/io.hpp's and usched/net.hpp's calls
 // (The primitives' out-of-line parts, the stack pool, stack-overflow
 // detection, the statistics' text and the options have files named after
 // them: sync.cpp, latch.cpp, semaphore.cpp, stack_pool.cpp, overflow.cpp,
@@ -87,6 +91,9 @@ class runtime_impl {
   bool pinned() const noexcept { return pinned_; }
   // More workers than this host has hardware threads.
   bool oversubscribed() const noexcept { return oversubscribed_; }
+  // The reactor backend the workers use (io_uring or epoll: options::io
+  // resolved against what the kernel allows, at construction).
+  options::io_backend io_backend() const noexcept { return io_backend_; }
 
   // The worker of this runtime the calling thread is, or null.
   worker* local_worker() const noexcept;
@@ -221,6 +228,10 @@ class runtime_impl {
   // on it. Documented in runtime.hpp and docs/architecture.md.
   static constexpr std::chrono::milliseconds hang_report_after{2000};
   void report_hang(std::chrono::milliseconds waited);
+  // choose_io_backend(): options::io against probe_io_support(); throws
+  // config_error when io_uring is insisted on and cannot be had.
+  options::io_backend choose_io_backend();
+  options::io_backend io_backend_ = options::io_backend::epoll;
   alignas(64) std::atomic<std::uint64_t> external_spawned_{0};
   // Set by the destructor while it waits for all_done(); an exiting fiber
   // that sees it wakes the destructor to look again.

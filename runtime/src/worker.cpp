@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <pthread.h>
+#include <csignal>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -213,6 +215,7 @@ void worker::fiber_entry(bctx::transfer_t t) {
   fiber* self = current_;
   engine& e = rt_.eng();
   if (has_timers_) [[unlikely]] run_timers(now_ns());
+  if (io_busy()) [[unlikely]] poll_io(false);
   const pick_result r = e.schedule(index_, self, action, now);
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
@@ -230,6 +233,9 @@ void worker::yield_current(prev_action action) { switch_current(action, switch_c
 void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadline_ns, fiber* joined) {
   if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
   if (has_timers_) run_timers(now_ns());
+  // The call a fiber blocks for is in the reactor's submission queue; it
+  // goes to the kernel with the next batch (reactor_uring.cpp).
+  if (io_busy()) [[unlikely]] poll_io(false);
   // An active balance asked of this worker is served at this switch too:
   // the worker it handed a fiber to must be woken.
   const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, switch_clock(rt_.eng()), joined);
@@ -246,6 +252,7 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
 
 void worker::exit_current(fiber* joiner) {
   engine& e = rt_.eng();
+  if (io_busy()) [[unlikely]] poll_io(false);
   pick_result r;
   if (joiner && e.hands_back(*joiner, index_)) {
     // The join hand-off: the joiner runs next, in this switch.
@@ -264,6 +271,9 @@ void worker::exit_current(fiber* joiner) {
 }
 
 void worker::preempt_check() {
+  // Completions first: a fiber they wake may be what ends this slice, and
+  // none waits behind a fiber that runs long (docs/io.md, "Who reaps").
+  if (io_busy()) [[unlikely]] poll_io(true);
   const std::uint64_t now_c = cycles();
   if (slice_start_ == 0) slice_start_ = now_c;
   const bool ticked = now_c >= next_tick_cycles_;
@@ -290,6 +300,7 @@ unsigned worker::tick(std::int64_t now) {
   // A stack without a guard page is checked for an overflow here, at the
   // tick's pace, and when its fiber exits.
   if (current_ != &idle_) check_stack_canary(current_, rt_.config().stack_size / 1024);
+  if (io_busy()) io_->poll(*this, true);
   const tick_result r = rt_.eng().tick(index_, now, next_random(), scratch_);
   if (r.kick) rt_.kick_idle(index_, this);
   return r.pulled;
@@ -299,6 +310,9 @@ unsigned worker::tick(std::int64_t now) {
 
 fiber* worker::find_work() {
   if (has_timers_) run_timers(now_ns());
+  // Idle: whatever waits to be submitted goes now, and what completed is
+  // reaped before the engine looks for work.
+  if (io_busy()) io_->poll(*this, true);
   // One counter read serves the tick check and the idle accounting: this is
   // the wake-up path of an idle worker.
   const std::uint64_t c = cycles();
@@ -343,6 +357,9 @@ void worker::idle_wait() {
         found = true;
         break;
       }
+      // A completion's fiber may be placed here (then it is queued, and
+      // the next look finds it) or elsewhere.
+      if (io_busy() && io_->ready()) io_->poll(*this, true);
       // The engine decides what an idle poll does (engine::idle_poll):
       // a work stealer pulls again, only when some worker has a fiber
       // queued that could be pulled (engine::overloaded, the kernel's
@@ -378,7 +395,10 @@ void worker::idle_wait() {
   // elsewhere only cancels the park if this worker can actually pull it: a
   // policy may refuse (cfs-v5.9 does, by design), and an idle worker that
   // cannot pull must sleep, not spin.
-  park_word_.store(1, std::memory_order_seq_cst);
+  // With I/O in flight the worker sleeps in its reactor, which a completion
+  // ends as well as a notify(); without, on its futex, as before any I/O.
+  const bool in_io = io_busy();
+  park_word_.store(in_io ? park_io : park_futex, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_add(1, std::memory_order_seq_cst);
   // The overload flag is read seq_cst after the park announcement: an
   // enqueue that overloads a busy worker after this read sees the parked
@@ -407,9 +427,12 @@ void worker::idle_wait() {
     }
     std::int64_t timeout = -1;
     if (until != far_deadline_ns) timeout = std::max<std::int64_t>(0, until - now_ns());
-    if (timeout != 0) {
+    if (in_io) {
       parks_.add();
-      futex_wait(park_word_, 1, timeout);
+      io_->wait(*this, timeout);
+    } else if (timeout != 0) {
+      parks_.add();
+      futex_wait(park_word_, park_futex, timeout);
     }
   }
   // seq_cst: the watcher skips parked workers' timers; this store comes
@@ -434,14 +457,39 @@ void worker::idle_wait() {
 }
 
 void worker::notify() noexcept {
-  if (park_word_.load(std::memory_order_seq_cst) != 0 && park_word_.exchange(0) != 0) {
+  if (park_word_.load(std::memory_order_seq_cst) == 0) return;
+  const std::uint32_t was = park_word_.exchange(0);
+  if (was == park_futex) {
     futex_wake(park_word_);
+  } else if (was == park_io) {
+    io_->wake();
   }
+}
+
+void worker::make_reactor() {
+  if (rt_.io_backend() == options::io_backend::io_uring) {
+    try {
+      io_ = make_uring_reactor(*this);
+      return;
+    } catch (const std::system_error& e) {
+      rt_.log().warn("worker {}: no io_uring ({}); this worker's I/O uses epoll", index_, e.what());
+    }
+  }
+  io_ = make_epoll_reactor(*this);
 }
 
 void worker::main() {
   tls_worker = this;
   alt_signal_stack alt;
+  // A write to a socket or pipe whose reader has gone is an EPIPE error for
+  // the fiber that made it, never a SIGPIPE that ends the process: the
+  // signal stays blocked (and is taken back where it was raised).
+  {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  }
   if (rt_.config().pin && rt_.pinned()) {
     if (!rt_.topo().bind_current_thread(place_, rt_.unit())) {
       rt_.log().warn("worker {}: could not pin to PU {}; running unpinned", index_, place_.os_pu);
@@ -471,6 +519,10 @@ void worker::main() {
     }
     if (rt_.stopping()) break;
     idle_wait();
+  }
+  if (io_) {
+    io_->drain(*this);
+    io_.reset();
   }
   // Return cached fibers to the pool for a tidy teardown.
   rt_.pool().give(fiber_cache_.data(), fiber_cache_.size());

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "engine.hpp"
 #include "random.hpp"
 #include "fiber_impl.hpp"
+#include "reactor.hpp"
 #include "topology.hpp"
 
 namespace usched::detail {
@@ -135,6 +137,15 @@ class worker {
 
   worker_stats stats() const noexcept;
 
+  // ---- I/O (reactor.hpp, docs/io.md) ----------------------------------------
+  // io(): this worker's reactor, made on first use by a fiber running on it
+  // (the worker's own thread). Throws std::system_error if the kernel
+  // refuses both backends.
+  reactor& io() {
+    if (!io_) [[unlikely]] make_reactor();
+    return *io_;
+  }
+
  private:
   friend class runtime_impl;
   void main();
@@ -161,6 +172,14 @@ class worker {
   // runtime's timer watcher must now cover this worker's timers, and an
   // ex-watcher passes its watch to a parked worker.
   void leaving_idle() noexcept;
+  // poll_io(): a look at the reactor from a switch path or a preempt
+  // point, when it has something in flight: cheap unless a completion (or a
+  // submission batch) is ready. `eager` submits whatever waits.
+  void poll_io(bool eager) {
+    if (io_->ready()) io_->poll(*this, eager);
+  }
+  bool io_busy() const noexcept { return io_ != nullptr && io_->busy(); }
+  void make_reactor();
   void reserve_fiber_ids() noexcept;
   void refill_fiber_cache();
   void spill_fiber_cache();
@@ -214,7 +233,14 @@ class worker {
   std::uint64_t id_next_ = 0;
   std::uint64_t id_end_ = 0;
 
-  // 1 while parked (or about to park), 0 otherwise; the futex word.
+  // The reactor, or null until the first I/O call here. Written once, by
+  // this worker's thread, before any park in it (park_word_ == park_io),
+  // so a notify() that reads park_io reads the pointer too.
+  std::unique_ptr<reactor> io_;
+
+  // park_futex while parked on the futex (or about to park), park_io while
+  // parked in the reactor's wait (it has I/O in flight), 0 otherwise.
+  static constexpr std::uint32_t park_futex = 1, park_io = 2;
   alignas(64) std::atomic<std::uint32_t> park_word_{0};
   // While the idle loop spins under a policy whose idle workers do not
   // balance by themselves: spin_open, or spin_kicked once a busy worker

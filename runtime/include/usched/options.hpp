@@ -130,6 +130,15 @@ struct options {
   // policies place a spawn from a worker locally either way.
   bool fork_balance = false;
 
+  // The workers' I/O reactor (USCHED_IO; docs/io.md): `auto` sets up an
+  // io_uring per worker and falls back to epoll, with one warning that says
+  // why, where the kernel refuses one (a seccomp profile, the
+  // io_uring_disabled sysctl, a kernel older than 6.1); `io_uring` insists
+  // (the runtime's constructor throws usched::config_error saying why it
+  // cannot); `epoll` asks for the epoll backend.
+  enum class io_backend { automatic, io_uring, epoll };
+  io_backend io = io_backend::automatic;
+
   // Print statistics to stderr when the runtime shuts down (USCHED_STATS):
   // none, a readable table (`1`), or one JSON document (`json`).
   enum class stats_output { none, table, json };

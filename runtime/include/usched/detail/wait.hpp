@@ -38,6 +38,7 @@ enum class wait_kind : std::uint8_t {
   condition_variable_any,
   select,             // usched::select over channel operations
   blocking,           // usched::blocking: a call running on the blocking pool
+  io,                 // usched::io / usched::net: an I/O call in a worker's reactor
 };
 
 // Anything that can block in a usched primitive: a fiber, or an OS thread
