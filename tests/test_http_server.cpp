@@ -87,6 +87,21 @@ class test_server {
     std::abort();
   }
 
+  // make_reactors(): one I/O call on every worker, so each has made its
+  // reactor (made on a worker's first I/O) before a test takes the
+  // process's descriptors away.
+  void make_reactors() {
+    int pair[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
+    for (unsigned w = 0; w < rt_.workers(); ++w) {
+      usched::spawn_options on;
+      on.pin = static_cast<int>(w);
+      rt_.spawn(on, [fd = pair[0]] { usched::io::wait_writable(fd); }).join();
+    }
+    ::close(pair[0]);
+    ::close(pair[1]);
+  }
+
   std::vector<std::string> log() {
     std::lock_guard<std::mutex> g(log_lock_);
     return log_;
@@ -489,6 +504,7 @@ TEST_CASE("http server: a stop ends serve() with connections open", "[http_serve
 TEST_CASE("http server: accept failing for want of descriptors is logged once, and serving resumes",
           "[http_server]") {
   test_server server;
+  server.make_reactors();
   // The clients' sockets are made first; then the descriptor limit is
   // lowered to what is open, so each accept() fails with EMFILE while they
   // connect; then it is raised again.
