@@ -19,6 +19,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -124,20 +125,31 @@ class test_server {
   std::vector<std::string> log_;
 };
 
-// client: a plain blocking socket connected to the server.
+// again(): makes `call` until it is not interrupted (EINTR), for at most the
+// client's timeout. A blocking socket call with a timeout (SO_RCVTIMEO) is
+// not restarted after an interruption, and this process's io_uring workers
+// can interrupt other threads' calls without any signal (the kernel's task
+// work), so a plain client here sees EINTR now and then.
+template <class Call>
+ssize_t again(Call call) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(client_timeout_s);
+  for (;;) {
+    const ssize_t r = call();
+    if (r >= 0 || errno != EINTR || std::chrono::steady_clock::now() > end) return r;
+  }
+}
+
+// client: a plain blocking socket to the server on 127.0.0.1.
 class client {
  public:
-  explicit client(std::uint16_t port) {
+  // Connected at once, or (connect_now false) when connect() is called.
+  explicit client(std::uint16_t port, bool connect_now = true) : port_(port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd_ >= 0);
     const timeval tv{client_timeout_s, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_port = htons(port);
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
+    if (connect_now) connect();
   }
   ~client() {
     if (fd_ >= 0) ::close(fd_);
@@ -145,10 +157,22 @@ class client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
+  void connect() {
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(port_);
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int r = ::connect(fd_, reinterpret_cast<const sockaddr*>(&at), sizeof at);
+    // An interrupted connect goes on in the background; on loopback it has
+    // finished by the time a second one asks.
+    REQUIRE((r == 0 || (errno == EINTR && (::connect(fd_, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0 ||
+                                           errno == EISCONN))));
+  }
+
   // send(): every byte of `s` (fails the test otherwise).
   void send(std::string_view s) {
     while (!s.empty()) {
-      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      const ssize_t n = again([&] { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL); });
       REQUIRE(n > 0);
       s.remove_prefix(static_cast<std::size_t>(n));
     }
@@ -166,7 +190,7 @@ class client {
     std::string out(n, '\0');
     std::size_t got = 0;
     while (got < n) {
-      const ssize_t r = ::recv(fd_, out.data() + got, n - got, 0);
+      const ssize_t r = again([&] { return ::recv(fd_, out.data() + got, n - got, 0); });
       if (r <= 0) break;
       got += static_cast<std::size_t>(r);
     }
@@ -179,7 +203,7 @@ class client {
     std::string out;
     char buf[65536];
     for (;;) {
-      const ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+      const ssize_t r = again([&] { return ::recv(fd_, buf, sizeof buf, 0); });
       if (r > 0) {
         out.append(buf, static_cast<std::size_t>(r));
         continue;
@@ -197,6 +221,7 @@ class client {
   }
 
  private:
+  std::uint16_t port_;
   int fd_ = -1;
 };
 
@@ -507,38 +532,27 @@ TEST_CASE("http server: accept failing for want of descriptors is logged once, a
   server.make_reactors();
   // The clients' sockets are made first; then the descriptor limit is
   // lowered to what is open, so each accept() fails with EMFILE while they
-  // connect; then it is raised again.
+  // connect (the kernel completes the handshake into the backlog; accept()
+  // is what needs a descriptor); then it is raised again.
   constexpr int waiting = 4;
-  std::vector<int> fds;
-  for (int i = 0; i < waiting; ++i) fds.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < waiting; ++i) clients.push_back(std::make_unique<client>(server.port(), false));
   rlimit files{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &files) == 0);
   const rlimit before = files;
-  const int highest = ::dup(0);
-  ::close(highest);
-  files.rlim_cur = static_cast<rlim_t>(highest);
+  const int lowest_free = ::dup(0);
+  ::close(lowest_free);
+  files.rlim_cur = static_cast<rlim_t>(lowest_free);
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &files) == 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_port = htons(server.port());
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (int fd : fds) {
-    // The kernel completes the handshake into the backlog; accept() is what fails.
-    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&at), sizeof at) == 0);
-  }
+  for (auto& c : clients) c->connect();
   // Long enough for many attempts at the 5 ms back-off.
-  ::usleep(100'000);
+  std::this_thread::sleep_for(100ms);
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &before) == 0);
-  for (int fd : fds) {
-    const timeval tv{client_timeout_s, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    const std::string req = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
-    REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
-    std::string got;
-    char buf[512];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
-    CHECK(got == hello_close);
-    ::close(fd);
+  for (auto& c : clients) {
+    c->send("GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    bool closed = false;
+    CHECK(c->read_to_end(closed) == hello_close);
+    CHECK(closed);
   }
   const std::vector<std::string> log = server.log();
   REQUIRE(log.size() == 2);
