@@ -1,8 +1,9 @@
 # doc_snippets.sh ROOT DOC: checks that every code block of DOC (a path
 # relative to ROOT) that quotes a file of the tree is that file, byte for
 # byte, so that a page cannot show code the build no longer compiles. Run it
-# with sh; ctest runs it on docs/api.md, README.md and
-# docs/policies/writing-a-policy.md (tests/CMakeLists.txt).
+# with sh; ctest runs it on docs/api.md, README.md,
+# docs/policies/writing-a-policy.md and examples/net/README.md
+# (tests/CMakeLists.txt).
 #
 # The marker: a block that quotes a file is preceded, on the line right
 # above its opening fence, by an HTML comment naming the file from ROOT,
