@@ -2,6 +2,7 @@
 // (its timers are in timers.cpp).
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <pthread.h>
@@ -472,6 +473,10 @@ void worker::make_reactor() {
       io_ = make_uring_reactor(*this);
       return;
     } catch (const std::system_error& e) {
+      // Out of descriptors or memory now is not a kernel that refuses
+      // rings: the call fails with that errno, and the next one tries again.
+      const int err = e.code().value();
+      if (err == EMFILE || err == ENFILE || err == ENOMEM) throw;
       rt_.log().warn("worker {}: no io_uring ({}); this worker's I/O uses epoll", index_, e.what());
     }
   }
