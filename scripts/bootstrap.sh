@@ -13,6 +13,7 @@ packages=(
   catch2
   libbenchmark-dev
   gnuplot-nox
+  wrk golang-go
 )
 
 if [ "${1:-}" = "--list" ]; then

@@ -140,7 +140,8 @@ bool print_table(std::ostream& out, const std::vector<server>& servers, const co
     const std::string label = servers[i].label + (marked ? " (!)" : "");
     const row_stats s = stats_of(row);
     if (s.measured == 0) {
-      out << "| " << label << " | failed | - | - | - | - | - |\n";
+      // No run at all: a stop signal came before this row's turn.
+      out << "| " << label << " | " << (row.empty() ? "not run" : "failed") << " | - | - | - | - | - |\n";
       continue;
     }
     if (std::abs(s.bytes_per_response - reply_bytes) >= 1) {

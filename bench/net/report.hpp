@@ -25,7 +25,8 @@ struct count_runs {
 // print_table() writes `c`'s table for `servers` (in the order of
 // c.runs) to `out`: requests/s median [min..max], the ratios to Go and to
 // the floor (medians of per-round ratios; "-" without that peer), the
-// medians of p50, p99 and p99.9; then a note per problem, a row with
+// medians of p50, p99 and p99.9 ("failed" when no run measured, "not
+// run" when a stop signal came first); then a note per problem, a row with
 // errors marked "(!)". Returns whether any run had errors.
 bool print_table(std::ostream& out, const std::vector<server>& servers, const count_runs& c);
 
