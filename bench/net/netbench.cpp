@@ -78,8 +78,8 @@ void check_plot_file(const std::string& png) {
   }
 }
 
-// servers_of() is the rows of this run, in table order, from what -o asks
-// and what is built; each row left out is one line on stdout saying why.
+// servers_of() is the rows of this run, in table order: those `o` asks for
+// that are built; each row left out is one line on stdout saying why.
 std::vector<nb::server> servers_of(const nb::options& o, const fs::path& self) {
   std::vector<nb::server> out;
   if (o.runs("floor")) {
@@ -175,7 +175,7 @@ int run(const nb::options& o, const std::vector<unsigned>& cpus) {
   std::cout << "HTTP/1.1 keep-alive, GET / answered with 13 bytes, on 127.0.0.1: server on CPU "
             << o.server_cpu << ", wrk -t1 -d" << o.seconds << "s --latency on CPU " << o.client_cpu << ", "
             << o.rounds << (o.rounds == 1 ? " round" : " rounds") << " of " << servers.size()
-            << " servers, about " << static_cast<long>(expected_s + 0.5) << " s\n"
+            << (servers.size() == 1 ? " server" : " servers") << ", about " << static_cast<long>(expected_s + 0.5) << " s\n"
             << std::flush;
 
   std::vector<nb::count_runs> tables;
