@@ -164,9 +164,11 @@ bool plot(const std::vector<server>& servers, const count_runs& c, const std::st
   const std::string data = (dir / "latency.dat").string();
   std::ofstream d(data);
   std::size_t rows = 0;
+  double lowest = 0;
   for (std::size_t i = 0; i < servers.size(); ++i) {
     const row_stats s = stats_of(c.runs[i]);
     if (s.measured == 0) continue;
+    lowest = rows == 0 ? s.p50 : std::min(lowest, s.p50);
     // Log scale: a percentile of 0 us (never, from wrk) would not draw.
     d << '"' << servers[i].label << "\" " << std::max(1.0, s.p50) << ' ' << std::max(1.0, s.p99) << ' '
       << std::max(1.0, s.p999) << '\n';
@@ -186,6 +188,10 @@ bool plot(const std::vector<server>& servers, const count_runs& c, const std::st
     const int st = probe.wait();
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) terminal = "pngcairo size 1200,650";
   }
+  // Bars on a log scale rise from the axis's bottom: put it a decade
+  // below the lowest p50's, so the shortest bar is a decade tall rather
+  // than a sliver (gnuplot would start at that p50's own decade).
+  const double bottom = std::pow(10.0, std::floor(std::log10(std::max(1.0, lowest))) - 1);
   const std::string script = (dir / "latency.gp").string();
   std::ofstream g(script);
   g << "set terminal " << terminal << " noenhanced\n"
@@ -193,6 +199,7 @@ bool plot(const std::vector<server>& servers, const count_runs& c, const std::st
     << "set title " << gnuplot_quote(title) << "\n"
     << "set ylabel 'latency (us), log scale'\n"
     << "set logscale y\n"
+    << "set yrange [" << bottom << ":*]\n"
     << "set grid ytics\n"
     << "set key outside right top\n"
     << "set style data histogram\n"
