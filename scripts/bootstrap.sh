@@ -14,6 +14,7 @@ packages=(
   catch2
   libbenchmark-dev
   gnuplot-nox
+  wrk golang-go
 )
 
 if [ "${1:-}" = "--list" ]; then

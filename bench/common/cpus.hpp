@@ -1,9 +1,11 @@
-// cpus.hpp: how many CPUs this process may use, for the benchmark drivers.
+// cpus.hpp: how many CPUs this process may use, and which, for the
+// benchmark drivers.
 #pragma once
 
 #include <sched.h>
 
 #include <thread>
+#include <vector>
 
 namespace bench {
 
@@ -19,6 +21,24 @@ inline unsigned affinity_cpus() {
   }
   const unsigned hc = std::thread::hardware_concurrency();
   return hc ? hc : 1;
+}
+
+// affinity_cpu_list() is the CPUs in this process's affinity mask,
+// ascending (a driver pins its children to some of them), or 0..N-1 for
+// affinity_cpus()'s N when the mask cannot be read.
+inline std::vector<unsigned> affinity_cpu_list() {
+  std::vector<unsigned> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  if (cpus.empty()) {
+    for (unsigned c = 0; c < affinity_cpus(); ++c) cpus.push_back(c);
+  }
+  return cpus;
 }
 
 }  // namespace bench

@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +44,101 @@ child_process::child_process(const std::string& exe, const std::vector<std::stri
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error("cannot start " + exe + ": " + std::strerror(rc));
+}
+
+namespace {
+
+// What the forked child reports back through the exec-error pipe when it
+// cannot become the program: which step failed and its errno.
+struct launch_failure {
+  int step;  // 0: open the log, 1: sched_setaffinity, 2: exec
+  int error;
+};
+
+// cpu_list() is "0,1": the CPUs of an error message.
+std::string cpu_list(const std::vector<unsigned>& cpus) {
+  std::string s;
+  for (unsigned c : cpus) s += (s.empty() ? "" : ",") + std::to_string(c);
+  return s;
+}
+
+}  // namespace
+
+child_process::child_process(const std::string& exe, const std::vector<std::string>& args,
+                             const std::string& log, bool search_path, const launch& how) {
+  // Everything the child needs is built here, before fork(): between fork
+  // and exec the child only makes system calls.
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [n, v] : how.env) replaced = replaced || n == name;
+    if (!replaced) env_storage.emplace_back(entry);
+  }
+  for (const auto& [n, v] : how.env) env_storage.push_back(n + "=" + v);
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned c : how.cpus) CPU_SET(c, &set);
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw std::runtime_error("cannot start " + exe + ": pipe: " + std::strerror(errno));
+  }
+  pid_ = fork();
+  if (pid_ < 0) {
+    const int e = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    throw std::runtime_error("cannot start " + exe + ": fork: " + std::strerror(e));
+  }
+  if (pid_ == 0) {
+    // The child: no signal blocked (as with posix_spawn above), stdin from
+    // /dev/null, stdout and stderr into the log, the CPUs, then exec. A
+    // failure is written to the pipe, which exec would have closed.
+    const auto fail = [&](int step) {
+      const launch_failure f{step, errno};
+      ssize_t ignored = write(pipe_fds[1], &f, sizeof f);
+      (void)ignored;
+      _exit(127);
+    };
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int in = open("/dev/null", O_RDONLY);
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0) fail(0);
+    if (dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(out, STDERR_FILENO) < 0) fail(0);
+    if (in > STDERR_FILENO) close(in);
+    if (out > STDERR_FILENO) close(out);
+    if (!how.cpus.empty() && sched_setaffinity(0, sizeof set, &set) != 0) fail(1);
+    if (search_path) execvpe(exe.c_str(), argv.data(), envp.data());
+    else execve(exe.c_str(), argv.data(), envp.data());
+    fail(2);
+  }
+  close(pipe_fds[1]);
+  launch_failure f{};
+  ssize_t got = 0;
+  do {
+    got = read(pipe_fds[0], &f, sizeof f);
+  } while (got < 0 && errno == EINTR);
+  close(pipe_fds[0]);
+  if (got == static_cast<ssize_t>(sizeof f)) {
+    wait();
+    const std::string why = std::strerror(f.error);
+    if (f.step == 0) throw std::runtime_error("cannot start " + exe + ": cannot open " + log + ": " + why);
+    if (f.step == 1) throw std::runtime_error("cannot pin " + exe + " to CPUs " + cpu_list(how.cpus) + ": " + why);
+    throw std::runtime_error("cannot start " + exe + ": " + why);
+  }
 }
 
 child_process::~child_process() {
@@ -120,6 +216,31 @@ int wait_for_child(child_process& c, const stop_signals& sig, int forward_as, bo
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return *status;
+}
+
+std::optional<int> wait_for_child_until(child_process& c, const stop_signals& sig, bool& stopped,
+                                        std::chrono::steady_clock::time_point deadline) {
+  // As wait_for_child(): SIGCHLD and the stop signals in one sigtimedwait(),
+  // here with the deadline as its timeout.
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, &old);
+  sigset_t wake = sig.signals();
+  sigaddset(&wake, SIGCHLD);
+  std::optional<int> status;
+  while (!(status = c.poll())) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    const int got = sigtimedwait(&wake, nullptr, &ts);
+    if (got > 0 && got != SIGCHLD) stopped = true;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return status;
 }
 
 std::string describe_status(int st, std::string_view exited) {

@@ -1,7 +1,8 @@
 // process.hpp: the child processes of the benchmark drivers
 // (usched_micro_compare runs usched_micro once per configuration and round,
-// usched_schbench_compare the clone once per policy, and gnuplot): starting
-// one with its output in a log, waiting for it while a stop signal may come,
+// usched_schbench_compare the clone once per policy, usched_netbench each
+// HTTP server and wrk, pinned to their CPUs, and gnuplot): starting one
+// with its output in a log, waiting for it while a stop signal may come,
 // saying how it ended, and showing its command line.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sys/types.h>
@@ -33,6 +35,24 @@ class child_process {
  public:
   child_process(const std::string& exe, const std::vector<std::string>& args, const std::string& log,
                 bool search_path = false);
+
+  // launch is what a driver may set on a child beyond its command line.
+  struct launch {
+    // The CPUs the child may run on, set with sched_setaffinity() in the
+    // child before exec, so that the program starts on them and every
+    // thread it makes inherits them; empty: the driver's own mask.
+    std::vector<unsigned> cpus;
+    // NAME, VALUE pairs set in the child's environment (replacing the
+    // driver's value of NAME, if any); the rest is inherited.
+    std::vector<std::pair<std::string, std::string>> env;
+  };
+  // The same, started with fork() and exec (posix_spawn cannot set an
+  // affinity) with `how` applied in the child. A failure to pin or to exec
+  // is reported back through a pipe and thrown here as std::runtime_error
+  // ("cannot pin EXE to CPUs 0,1: why", "cannot start EXE: why"), with the
+  // child already reaped.
+  child_process(const std::string& exe, const std::vector<std::string>& args, const std::string& log,
+                bool search_path, const launch& how);
   ~child_process();
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
@@ -64,6 +84,15 @@ class child_process {
 // child that could exit meanwhile.
 int wait_for_child(child_process& c, const stop_signals& sig, int forward_as, bool& stopped,
                    std::chrono::nanoseconds tick_every = {}, const std::function<void()>& tick = {});
+
+// wait_for_child_until() waits for `c` to exit, up to `deadline`: its wait
+// status, or nothing if it still runs then. A stop signal `sig` catches
+// meanwhile sets `stopped` and is not passed on (the caller is already
+// ending the child: a server told to stop, given a bound to do it in).
+// The caller must hold `sig` and have no other child that could exit
+// meanwhile.
+std::optional<int> wait_for_child_until(child_process& c, const stop_signals& sig, bool& stopped,
+                                        std::chrono::steady_clock::time_point deadline);
 
 // describe_status() words a wait status: "<exited> N" for an exit with
 // status N ("exit status" unless the driver says otherwise), "killed by

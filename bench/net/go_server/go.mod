@@ -1,0 +1,3 @@
+module usched.example/netbench/go_server
+
+go 1.19
