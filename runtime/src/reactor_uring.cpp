@@ -35,6 +35,7 @@
 #include <usched/detail/wait.hpp>
 
 #include "clock.hpp"
+#include "io_syscall.hpp"
 #include "reactor.hpp"
 #include "runtime_impl.hpp"
 
@@ -166,6 +167,15 @@ class uring_reactor final : public reactor {
   long call(worker& w, fiber& self, const io_request& req, std::int64_t deadline_ns,
             const std::stop_token& stop) override {
     if (stop.stop_requested()) return -ECANCELED;
+    // A send usually finds room in the socket's buffer: made directly it
+    // costs one system call and no switch, where the ring would cost a
+    // block and a wake-up of the fiber (and, with a deadline, a linked
+    // timeout armed and disarmed). Only a send that would wait goes to the
+    // ring.
+    if (req.op == io_opcode::send || req.op == io_opcode::sendmsg) {
+      const long res = perform_syscall(req, true);
+      if (res != -EAGAIN && res != -EWOULDBLOCK) return res;
+    }
     io_request r = req;
     long res = 0;
     for (;;) {
