@@ -54,6 +54,14 @@ bool fd_is_nonblocking(int fd) noexcept {
   return fl >= 0 && (fl & O_NONBLOCK) != 0;
 }
 
+int set_nonblocking(int fd) noexcept {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -errno;
+  return flags;
+}
+
+void restore_flags(int fd, int flags) noexcept { (void)fcntl(fd, F_SETFL, flags); }
+
 long connect_outcome(int fd) noexcept {
   int err = 0;
   socklen_t len = sizeof err;
@@ -174,33 +182,9 @@ long thread_call(const io_request& req, std::int64_t deadline_ns, const std::sto
     default:
       break;
   }
-  const bool per_call = req.op == io_opcode::recv || req.op == io_opcode::send || req.op == io_opcode::recvmsg ||
-                        req.op == io_opcode::sendmsg;
-  const bool nonblocking = per_call || fd_is_nonblocking(req.fd);
-  const short events = wants_write(req.op) ? POLLOUT : POLLIN;
-  if (req.op == io_opcode::connect) {
-    int saved = -1;
-    if (!nonblocking) {
-      saved = fcntl(req.fd, F_GETFL);
-      if (saved < 0 || fcntl(req.fd, F_SETFL, saved | O_NONBLOCK) < 0) return -errno;
-    }
-    long res = perform_syscall(req, true);
-    if (res == -EINPROGRESS || res == -EAGAIN) {
-      res = wait_fd(req.fd, POLLOUT, deadline_ns, stop);
-      if (res == 0) res = connect_outcome(req.fd);
-    }
-    if (saved >= 0) fcntl(req.fd, F_SETFL, saved);
-    return res;
-  }
-  for (;;) {
-    if (nonblocking) {
-      const long res = perform_syscall(req, true);
-      if (res != -EAGAIN && res != -EWOULDBLOCK) return res;
-    }
-    const long r = wait_fd(req.fd, events, deadline_ns, stop);
-    if (r < 0) return r;
-    if (!nonblocking) return perform_syscall(req, false);
-  }
+  return by_readiness(req, [&](bool for_write) {
+    return wait_fd(req.fd, for_write ? POLLOUT : POLLIN, deadline_ns, stop);
+  });
 }
 
 }  // namespace

@@ -95,25 +95,9 @@ class epoll_reactor final : public reactor {
       default:
         break;
     }
-    // recv and send take MSG_DONTWAIT; the other calls are non-blocking
-    // only on a descriptor in O_NONBLOCK mode. On a blocking one the fiber
-    // waits for readiness first and then makes the call (another reader of
-    // the same descriptor could still take the data in between: give
-    // usched blocking descriptors no other readers, or O_NONBLOCK).
-    const bool per_call = req.op == io_opcode::recv || req.op == io_opcode::send ||
-                          req.op == io_opcode::recvmsg || req.op == io_opcode::sendmsg;
-    const bool nonblocking = per_call || fd_is_nonblocking(req.fd);
-    if (req.op == io_opcode::connect) return connect(self, req, nonblocking, deadline_ns, stop);
-    const std::uint32_t dir = wants_write(req.op) ? EPOLLOUT : EPOLLIN;
-    for (;;) {
-      if (nonblocking) {
-        const long res = perform_syscall(req, true);
-        if (res != -EAGAIN && res != -EWOULDBLOCK) return res;
-      }
-      const long r = wait_ready(self, req.fd, dir, deadline_ns, stop);
-      if (r < 0) return r;
-      if (!nonblocking) return perform_syscall(req, false);
-    }
+    return by_readiness(req, [&](bool for_write) {
+      return wait_ready(self, req.fd, for_write ? EPOLLOUT : EPOLLIN, deadline_ns, stop);
+    });
   }
 
   bool ready() const noexcept override { return cycles() >= next_poll_cycles_; }
@@ -138,25 +122,6 @@ class epoll_reactor final : public reactor {
     wait_list writers;
     bool registered = false;  // in the epoll set (armed or spent)
   };
-
-  // connect(): a non-blocking connect that is in progress is waited for
-  // (writable) and its outcome read with SO_ERROR. A blocking socket is
-  // made non-blocking for the call and given its mode back.
-  long connect(fiber& self, const io_request& req, bool nonblocking, std::int64_t deadline_ns,
-               const std::stop_token& stop) {
-    int saved = -1;
-    if (!nonblocking) {
-      saved = fcntl(req.fd, F_GETFL);
-      if (saved < 0 || fcntl(req.fd, F_SETFL, saved | O_NONBLOCK) < 0) return -errno;
-    }
-    long res = perform_syscall(req, true);
-    if (res == -EINPROGRESS || res == -EAGAIN) {
-      res = wait_ready(self, req.fd, EPOLLOUT, deadline_ns, stop);
-      if (res == 0) res = connect_outcome(req.fd);
-    }
-    if (saved >= 0) fcntl(req.fd, F_SETFL, saved);
-    return res;
-  }
 
   // wait_ready(): block the calling fiber until `fd` is ready for `dir`
   // (EPOLLIN or EPOLLOUT): 0, or -ETIMEDOUT / -ECANCELED, or -errno when
