@@ -250,6 +250,25 @@ class engine {
   sched_entity* pick_next(int cpu, sched_entity* prev, prev_action action, const now_source& now,
                           int* pushed_to = nullptr, sched_entity* joined = nullptr);
 
+  // The backend's own work done on a worker while a fiber is its running one
+  // (the I/O reactor's submissions and reaping, docs/io.md) is not that
+  // fiber's: the kernel takes interrupt time out of the task clock the same
+  // way (IRQ_TIME_ACCOUNTING's clock_task), and under the fair discipline a
+  // fiber charged for it falls behind every other in vruntime: with a
+  // hundred connections on one worker, half a second behind. foreign_begin()
+  // charges cpu's running fiber up to now and notes where it stands;
+  // foreign_end() gives back whatever it was charged since (a wake-up's
+  // update_curr in between included) and restarts its clock now. Both lock
+  // cpu's runqueue; nothing happens unless fair() and `se` is still cpu's
+  // running fiber.
+  struct foreign_mark {
+    sched_entity* se = nullptr;
+    std::uint64_t vruntime = 0;
+    std::int64_t sum_exec = 0;
+  };
+  foreign_mark foreign_begin(int cpu, sched_entity* se, const now_source& now);
+  void foreign_end(int cpu, const foreign_mark& m, const now_source& now);
+
   // ---- queries: a worker's state as a backend may read it, lock-free ----------
   //
   // should_preempt() is the running fiber's question at a preempt point:

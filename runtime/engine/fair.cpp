@@ -5,6 +5,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 namespace usched::detail {
 
@@ -39,6 +40,29 @@ void engine::update_curr(runqueue& q, const now_source& now) noexcept {
     c->vruntime += calc_delta_fair(delta, c->weight);
     update_min_vruntime(q);
   }
+}
+
+engine::foreign_mark engine::foreign_begin(int cpu, sched_entity* se, const now_source& now) {
+  foreign_mark m;
+  if (!fair_) return m;
+  runqueue& q = rq(cpu);
+  std::lock_guard<spinlock> g(q.lock);
+  if (q.curr != se) return m;
+  update_curr(q, now);
+  m.se = se;
+  m.vruntime = se->vruntime;
+  m.sum_exec = se->sum_exec;
+  return m;
+}
+
+void engine::foreign_end(int cpu, const foreign_mark& m, const now_source& now) {
+  if (!m.se) return;
+  runqueue& q = rq(cpu);
+  std::lock_guard<spinlock> g(q.lock);
+  if (q.curr != m.se) return;
+  m.se->vruntime = m.vruntime;
+  m.se->sum_exec = m.sum_exec;
+  m.se->exec_start = now();
 }
 
 // sched_slice(): the wall-clock share of the period a fiber may run before

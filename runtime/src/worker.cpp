@@ -301,7 +301,7 @@ unsigned worker::tick(std::int64_t now) {
   // A stack without a guard page is checked for an overflow here, at the
   // tick's pace, and when its fiber exits.
   if (current_ != &idle_) check_stack_canary(current_, rt_.config().stack_size / 1024);
-  if (io_busy()) io_->poll(*this, true);
+  if (io_busy()) poll_io_uncharged(true);
   const tick_result r = rt_.eng().tick(index_, now, next_random(), scratch_);
   if (r.kick) rt_.kick_idle(index_, this);
   return r.pulled;
@@ -467,7 +467,21 @@ void worker::notify() noexcept {
   }
 }
 
+void worker::poll_io_uncharged(bool eager) {
+  engine& e = rt_.eng();
+  fiber* self = current_fiber();
+  if (!self || !e.fair()) {
+    io_->poll(*this, eager);
+    return;
+  }
+  const engine::foreign_mark m = e.foreign_begin(index_, self, engine_clock());
+  io_->poll(*this, eager);
+  e.foreign_end(index_, m, engine_clock());
+}
+
 void worker::make_reactor() {
+  io_poll_interval_cycles_ =
+      static_cast<std::uint64_t>(static_cast<double>(io_switch_poll_ns) * rt_.cycles_per_ns());
   if (rt_.io_backend() == options::io_backend::io_uring) {
     try {
       io_ = make_uring_reactor(*this);

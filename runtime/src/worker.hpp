@@ -172,12 +172,22 @@ class worker {
   // runtime's timer watcher must now cover this worker's timers, and an
   // ex-watcher passes its watch to a parked worker.
   void leaving_idle() noexcept;
-  // poll_io(): a look at the reactor from a switch path or a preempt
-  // point, when it has something in flight: cheap unless a completion (or a
-  // submission batch) is ready. `eager` submits whatever waits.
+  // poll_io(): a look at the reactor from a switch path (at most every
+  // io_switch_poll_ns) or a preempt point (`eager`: every one, and it
+  // submits whatever waits), when it has something in flight: cheap unless
+  // a completion (or a submission batch) is ready.
   void poll_io(bool eager) {
-    if (io_->ready()) io_->poll(*this, eager);
+    if (!eager) {
+      const std::uint64_t c = cycles();
+      if (c < next_io_poll_cycles_) return;
+      next_io_poll_cycles_ = c + io_poll_interval_cycles_;
+    }
+    if (io_->ready()) poll_io_uncharged(eager);
   }
+  // poll_io_uncharged(): the reactor's poll, whose time (its system calls
+  // do the kernel's network work for every fiber here) is not charged to
+  // the running fiber (engine::foreign_begin).
+  void poll_io_uncharged(bool eager);
   bool io_busy() const noexcept { return io_ != nullptr && io_->busy(); }
   void make_reactor();
   void reserve_fiber_ids() noexcept;
@@ -233,6 +243,13 @@ class worker {
   std::uint64_t id_next_ = 0;
   std::uint64_t id_end_ = 0;
 
+  // The earliest counter value at which a switch looks at the reactor
+  // again, and the interval (io_switch_poll_ns in counter ticks): a look
+  // per switch would cost more in system calls than the batch it waits
+  // for saves.
+  std::uint64_t next_io_poll_cycles_ = 0;
+  std::uint64_t io_poll_interval_cycles_ = 0;
+  static constexpr std::int64_t io_switch_poll_ns = 1'000'000;
   // The reactor, or null until the first I/O call here. Written once, by
   // this worker's thread, before any park in it (park_word_ == park_io),
   // so a notify() that reads park_io reads the pointer too.
