@@ -193,6 +193,7 @@ long io_call(const io_request& req, std::int64_t deadline_ns, const std::stop_to
   worker* w = worker_of_this_thread();
   fiber* f = w ? w->current_fiber() : nullptr;
   if (!f) return thread_call(req, deadline_ns, stop);
+  if (w->rt().io_closed()) return -ECANCELED;
   try {
     return w->io().call(*w, *f, req, deadline_ns, stop);
   } catch (const std::system_error& e) {

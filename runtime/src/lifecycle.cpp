@@ -132,6 +132,12 @@ runtime_impl::~runtime_impl() {
     // the wait going forever; after hang_report_after, and then after twice
     // as long each time, the wait says which fibers it is waiting for.
     draining_.store(true, std::memory_order_seq_cst);
+    // I/O ends with the runtime (as Tokio's tasks end with theirs): a fiber
+    // blocked in a read nobody will answer would keep this wait going for
+    // ever. Every worker takes the cancel at its next poll; a parked one is
+    // woken for it.
+    io_closed_.store(true, std::memory_order_seq_cst);
+    for (auto& w : workers_) w->notify();
     const auto began = std::chrono::steady_clock::now();
     auto report_at = hang_report_after;
     std::unique_lock<std::mutex> lk(live_mutex_);

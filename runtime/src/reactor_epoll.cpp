@@ -100,14 +100,19 @@ class epoll_reactor final : public reactor {
     });
   }
 
-  bool ready() const noexcept override { return cycles() >= next_poll_cycles_; }
+  bool ready() const noexcept override {
+    return cycles() >= next_poll_cycles_ || (!closed_ && owner_.rt().io_closed());
+  }
 
   unsigned poll(worker& w, bool eager) override {
     (void)eager;
-    return harvest(w, 0);
+    return close_if_asked() + harvest(w, 0);
   }
 
-  unsigned wait(worker& w, std::int64_t timeout_ns) override { return harvest(w, timeout_ns); }
+  unsigned wait(worker& w, std::int64_t timeout_ns) override {
+    const unsigned closed = close_if_asked();
+    return closed + harvest(w, closed ? 0 : timeout_ns);
+  }
 
   void wake() noexcept override {
     const std::uint64_t one = 1;
@@ -123,6 +128,21 @@ class epoll_reactor final : public reactor {
     bool registered = false;  // in the epoll set (armed or spent)
   };
 
+  // close_if_asked(): once the runtime's destructor has begun, end every
+  // readiness wait (the waiters find io_closed() and fail with ECANCELED);
+  // a wait that starts later sees the flag under lock_ and does not begin.
+  unsigned close_if_asked() noexcept {
+    if (closed_ || !owner_.rt().io_closed()) return 0;
+    closed_ = true;
+    unsigned woken = 0;
+    std::lock_guard<spinlock> g(lock_);
+    for (auto& [fd, fw] : watches_) {
+      woken += notify_all(fw.readers);
+      woken += notify_all(fw.writers);
+    }
+    return woken;
+  }
+
   // wait_ready(): block the calling fiber until `fd` is ready for `dir`
   // (EPOLLIN or EPOLLOUT): 0, or -ETIMEDOUT / -ECANCELED, or -errno when
   // epoll refuses the descriptor (EPERM for a regular file, which is always
@@ -130,6 +150,7 @@ class epoll_reactor final : public reactor {
   long wait_ready(fiber& self, int fd, std::uint32_t dir, std::int64_t deadline_ns, const std::stop_token& stop) {
     (void)self;
     std::unique_lock<spinlock> lk(lock_);
+    if (owner_.rt().io_closed()) return -ECANCELED;
     fd_watch& fw = watches_[fd];
     const std::uint32_t mask = EPOLLONESHOT | dir | armed_for(fw);
     const int rc = arm(fd, fw, mask);
@@ -142,7 +163,7 @@ class epoll_reactor final : public reactor {
     const bool ok = wait_in(lk, dir == EPOLLIN ? fw.readers : fw.writers, node, wait_kind::io, &fw,
                             deadline_ns, stop);
     outstanding_.fetch_sub(1, std::memory_order_relaxed);
-    if (ok) return 0;
+    if (ok) return owner_.rt().io_closed() ? -ECANCELED : 0;
     return stop.stop_requested() ? -ECANCELED : -ETIMEDOUT;
   }
 
@@ -225,6 +246,7 @@ class epoll_reactor final : public reactor {
   }
 
   worker& owner_;
+  bool closed_ = false;  // close_if_asked() has ended every wait
   int epfd_ = -1;
   int event_fd_ = -1;
   std::uint64_t interval_cycles_ = 0;

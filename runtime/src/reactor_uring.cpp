@@ -216,6 +216,7 @@ class uring_reactor final : public reactor {
 
   bool ready() const noexcept override {
     if (unsubmitted_ > 0 || cancel_waiting_.load(std::memory_order_relaxed)) return true;
+    if (!closed_ && owner_.rt().io_closed()) return true;
     if (io_uring_cq_ready(&ring_) > 0) return true;
     const unsigned flags = IO_URING_READ_ONCE(*ring_.sq.kflags);
     return (flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
@@ -223,6 +224,7 @@ class uring_reactor final : public reactor {
 
   unsigned poll(worker& w, bool eager) override {
     take_cancels();
+    close_if_asked();
     if (unsubmitted_ > 0) {
       if (eager || unsubmitted_ >= submit_batch || ++switches_ >= submit_after_switches) submit();
     }
@@ -231,6 +233,7 @@ class uring_reactor final : public reactor {
 
   unsigned wait(worker& w, std::int64_t timeout_ns) override {
     take_cancels();
+    close_if_asked();
     io_uring_cqe* cqe = nullptr;
     __kernel_timespec ts{};
     __kernel_timespec* tsp = nullptr;
@@ -274,6 +277,7 @@ class uring_reactor final : public reactor {
  private:
   // issue(): one submission and the wait for its completion.
   long issue(worker& w, fiber& self, const io_request& r, std::int64_t deadline_ns, const std::stop_token& stop) {
+    if (owner_.rt().io_closed()) return -ECANCELED;
     io_op op;
     op.who = &self;
     op.token = prepare_wait(self, wait_kind::io, &op);
@@ -377,6 +381,23 @@ class uring_reactor final : public reactor {
     if (any) submit();
   }
 
+  // close_if_asked(): once the runtime's destructor has begun, cancel
+  // every call this ring holds (once: a call made after the flag fails
+  // before it reaches the ring, and one prepared before it is ahead of
+  // this cancel in the submission queue, which the kernel takes in order).
+  void close_if_asked() noexcept {
+    if (closed_ || !owner_.rt().io_closed()) return;
+    io_uring_sqe* sqe = sqe_for(1);
+    if (!sqe) return;
+    closed_ = true;
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+    io_uring_sqe_set_data64(sqe, tag_internal);
+    ++in_flight_;
+    submit();
+    // The wake-up read is cancelled with the rest; its completion arms it
+    // again (reap()).
+  }
+
   // Room for `n` consecutive entries (a call and its linked timeout must
   // not be split by a submission in between): submit first if needed.
   io_uring_sqe* sqe_for(unsigned n) noexcept {
@@ -452,6 +473,7 @@ class uring_reactor final : public reactor {
 
   worker& owner_;
   mutable io_uring ring_{};
+  bool closed_ = false;  // close_if_asked() has cancelled everything
   bool defer_taskrun_ = false;
   int event_fd_ = -1;
   std::uint64_t wakeup_value_ = 0;

@@ -94,6 +94,11 @@ class runtime_impl {
   // The reactor backend the workers use (io_uring or epoll: options::io
   // resolved against what the kernel allows, at construction).
   options::io_backend io_backend() const noexcept { return io_backend_; }
+  // io_closed(): the destructor has begun: every I/O call in flight on
+  // the workers' reactors is cancelled (each worker cancels its own at its
+  // next poll; the destructor wakes them all), and every call made from
+  // now on fails at once, with operation_canceled (docs/io.md, Shutdown).
+  bool io_closed() const noexcept { return io_closed_.load(std::memory_order_seq_cst); }
 
   // The worker of this runtime the calling thread is, or null.
   worker* local_worker() const noexcept;
@@ -239,6 +244,7 @@ class runtime_impl {
   // Set by the destructor while it waits for all_done(); an exiting fiber
   // that sees it wakes the destructor to look again.
   std::atomic<bool> draining_{false};
+  std::atomic<bool> io_closed_{false};
   std::mutex live_mutex_;
   std::condition_variable live_cv_;
 };

@@ -83,7 +83,9 @@ class runtime {
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
   // ~runtime() waits until every fiber ever spawned has returned, then stops
-  // the workers. A fiber that never returns (blocked on a channel nobody
+  // the workers. Its I/O ends first: every usched::io / usched::net call in
+  // flight on its workers is cancelled, and every one made after fails, with
+  // std::errc::operation_canceled (docs/io.md, Shutdown). A fiber that never returns (blocked on a channel nobody
   // closes) makes it wait forever; after 2 s, and again after 4, 8, 16 s and
   // so on, it logs a warning (shown at the default USCHED_LOG=warn) naming
   // each blocked fiber and what it waits in (channel::recv, mutex::lock, a
