@@ -270,4 +270,22 @@ temp_dir::~temp_dir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+std::filesystem::path self_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot read /proc/self/exe: " + ec.message());
+  return exe.parent_path();
+}
+
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::istringstream in(path);
+  for (std::string dir; std::getline(in, dir, ':');) {
+    if (dir.empty()) dir = ".";
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace bench

@@ -23,6 +23,12 @@
 
 namespace bench {
 
+// self_dir(): the folder of the running program (/proc/self/exe), where a
+// driver finds the programs built beside it. Throws std::runtime_error.
+std::filesystem::path self_dir();
+// on_path(): whether `name` is an executable file in a folder of $PATH.
+bool on_path(const std::string& name);
+
 // child_process is one program started with posix_spawn: stdin from
 // /dev/null, stdout and stderr both into `log` (created, or truncated), and
 // no signal blocked, whatever the driver blocks for itself (stop_signals),

@@ -44,24 +44,6 @@ constexpr const char* program = "usched_netbench";
 // A run's start-up, warm-up and stop beyond its -d, for the time estimate.
 constexpr double run_overhead_s = nb::warmup_seconds + 0.5;
 
-fs::path self_dir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("cannot read /proc/self/exe: " + ec.message());
-  return exe.parent_path();
-}
-
-bool on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (!path) return false;
-  std::istringstream in(path);
-  for (std::string dir; std::getline(in, dir, ':');) {
-    if (dir.empty()) dir = ".";
-    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 bool executable(const fs::path& p) { return access(p.c_str(), X_OK) == 0 && !fs::is_directory(p); }
 
 // check_plot_file() refuses a --plot whose folder does not exist or cannot
@@ -140,11 +122,11 @@ std::vector<nb::server> servers_of(const nb::options& o, const fs::path& self) {
 
 int run(const nb::options& o, const std::vector<unsigned>& cpus) {
   const bench::stop_signals sig;
-  if (!on_path("wrk")) {
+  if (!bench::on_path("wrk")) {
     throw std::runtime_error("wrk is not on PATH; install it (scripts/bootstrap.sh installs wrk)");
   }
   if (!o.plot.empty()) {
-    if (!on_path("gnuplot")) {
+    if (!bench::on_path("gnuplot")) {
       throw nb::usage_error("--plot '" + o.plot + "': gnuplot is not on PATH; install gnuplot, or leave out --plot");
     }
     check_plot_file(o.plot);
@@ -154,7 +136,7 @@ int run(const nb::options& o, const std::vector<unsigned>& cpus) {
                           "' is not valid; expected an executable usched_http_server");
   }
 
-  const std::vector<nb::server> servers = servers_of(o, self_dir());
+  const std::vector<nb::server> servers = servers_of(o, bench::self_dir());
   if (servers.empty()) throw std::runtime_error("no server to run: every row chosen by --servers is skipped");
 
   const bench::temp_dir tmp("usched-netbench");

@@ -54,24 +54,6 @@ constexpr std::size_t log_tail_chars = 2000;
 
 // ---- processes ----------------------------------------------------------------
 
-std::string self_dir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("cannot read /proc/self/exe: " + ec.message());
-  return exe.parent_path().string();
-}
-
-bool on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (!path) return false;
-  std::istringstream in(path);
-  for (std::string dir; std::getline(in, dir, ':');) {
-    if (dir.empty()) dir = ".";
-    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 // ---- one run ---------------------------------------------------------------------
 
 struct run_result {
@@ -361,7 +343,7 @@ void sim_experiment(const std::vector<std::string>& policies, std::ostream& out)
 // `png` unless it is empty. `d` has passed parse_compare().
 int run(const sb::compare_options& d, const std::string& png) {
   const bench::stop_signals sig;
-  const std::string exe = self_dir() + "/usched_schbench";
+  const std::string exe = (bench::self_dir() / "usched_schbench").string();
   if (access(exe.c_str(), X_OK) != 0) {
     std::cerr << program << ": cannot run " << exe << " (" << std::strerror(errno)
               << "); it is built next to this program\n";
@@ -456,7 +438,7 @@ int main(int argc, char** argv) {
     }
     // The plot is written after every run: find out now whether it can be.
     std::string png = d.plot;
-    if (!on_path("gnuplot")) {
+    if (!bench::on_path("gnuplot")) {
       if (d.plot_given) {
         throw sb::usage_error("--plot '" + d.plot +
                               "': gnuplot is not on PATH; install gnuplot, or leave out --plot");
