@@ -81,41 +81,31 @@ endpoint endpoint::parse(std::string_view address, std::uint16_t port) {
                               "' is not a numeric IPv4 or IPv6 address (a host name needs net::resolve)");
 }
 
-endpoint endpoint::loopback_v4(std::uint16_t port) noexcept {
-  endpoint e;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&e.storage_);
-  v4->sin_family = AF_INET;
-  v4->sin_port = htons(port);
-  v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return e;
+namespace {
+
+// The endpoint of an IPv4 address in host order, or of an IPv6 address.
+endpoint v4_endpoint(std::uint32_t address, std::uint16_t port) noexcept {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(address);
+  return endpoint::from_sockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof a);
 }
 
-endpoint endpoint::loopback_v6(std::uint16_t port) noexcept {
-  endpoint e;
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&e.storage_);
-  v6->sin6_family = AF_INET6;
-  v6->sin6_port = htons(port);
-  v6->sin6_addr = in6addr_loopback;
-  return e;
+endpoint v6_endpoint(const in6_addr& address, std::uint16_t port) noexcept {
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  a.sin6_addr = address;
+  return endpoint::from_sockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof a);
 }
 
-endpoint endpoint::any_v4(std::uint16_t port) noexcept {
-  endpoint e;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&e.storage_);
-  v4->sin_family = AF_INET;
-  v4->sin_port = htons(port);
-  v4->sin_addr.s_addr = htonl(INADDR_ANY);
-  return e;
-}
+}  // namespace
 
-endpoint endpoint::any_v6(std::uint16_t port) noexcept {
-  endpoint e;
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&e.storage_);
-  v6->sin6_family = AF_INET6;
-  v6->sin6_port = htons(port);
-  v6->sin6_addr = in6addr_any;
-  return e;
-}
+endpoint endpoint::loopback_v4(std::uint16_t port) noexcept { return v4_endpoint(INADDR_LOOPBACK, port); }
+endpoint endpoint::loopback_v6(std::uint16_t port) noexcept { return v6_endpoint(in6addr_loopback, port); }
+endpoint endpoint::any_v4(std::uint16_t port) noexcept { return v4_endpoint(INADDR_ANY, port); }
+endpoint endpoint::any_v6(std::uint16_t port) noexcept { return v6_endpoint(in6addr_any, port); }
 
 endpoint endpoint::from_sockaddr(const sockaddr* sa, socklen_t len) {
   endpoint e;
