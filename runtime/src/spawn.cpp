@@ -104,7 +104,9 @@ fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
     // A joining fiber is woken by the exit's switch (the join hand-off's
     // second half: one that last ran here runs next, where its children's
     // data is); a thread is resumed now.
-    if (joiner->is_fiber) {
+    // A fiber of another runtime is that runtime's to wake, through its own
+    // placement: the hand-off, and this runtime's workers, are not for it.
+    if (joiner->is_fiber && static_cast<fiber*>(joiner)->rt == this) {
       handed = static_cast<fiber*>(joiner);
     } else {
       resume_wait(*joiner, wake_reason::join);
@@ -202,15 +204,17 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token&
   if (me.is_fiber) {
     // The join hand-off: a joinee still queued on this worker runs next, in
     // the joiner's place (depth-first fork-join), decided by the block's
-    // own switch.
+    // own switch. Only within one runtime: a fiber of another is never run
+    // by this one's workers.
     worker* w = worker_of_this_thread();
     auto& self = static_cast<fiber&>(me);
+    fiber* const joined = f->rt == self.rt ? f : nullptr;
     if (stop.stop_possible()) {
       // As block(me, token, deadline_ns, stop).
       std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token, wake_reason::stop); });
-      w->block_current(&self, token, deadline_ns, f);
+      w->block_current(&self, token, deadline_ns, joined);
     } else {
-      w->block_current(&self, token, deadline_ns, f);
+      w->block_current(&self, token, deadline_ns, joined);
     }
   } else {
     block(me, token, deadline_ns, stop);
