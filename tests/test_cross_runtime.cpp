@@ -56,3 +56,27 @@ TEST_CASE("cross-runtime: a fiber joins fibers of another runtime and stays on i
   CHECK(a_sum.load() == joins * (joins - 1) / 2);
   CHECK(b_sum.load() == joins * (joins - 1) / 2);
 }
+
+TEST_CASE("cross-runtime: a runtime built, run and destroyed inside another runtime's fiber", "[runtime][join]") {
+  const auto c = GENERATE(from_range(usched::test::all_configs()));
+  if (c.workers > 2) return;
+  const bool handoff = GENERATE(true, false);
+  INFO(usched::test::label(c) << " join_handoff=" << handoff);
+  usched::runtime outer(cross_options(c, handoff));
+  const int got = outer.run([&] {
+    int sum = 0;
+    for (int round = 0; round < 3; ++round) {
+      usched::runtime inner(cross_options(c, handoff));
+      sum += inner.run([&] {
+        // The inner fiber is the inner runtime's, and spawns there.
+        int s = usched::runtime::current() == &inner ? 1 : 1000;
+        s += usched::spawn([] { return 10; }).join();
+        return s;
+      });
+      // Back on the outer runtime after the inner run and its destructor.
+      if (usched::runtime::current() != &outer) sum += 100000;
+    }
+    return sum;
+  });
+  CHECK(got == 3 * 11);
+}
