@@ -153,6 +153,10 @@ runtime_impl::~runtime_impl() {
       }
     }
   }
+  // A thread outside the runtime that woke the last fibers may still be
+  // notifying a worker: all_done() was read after it queued them (they
+  // finished), so its count is seen here.
+  while (external_wakers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   // After the last fiber: until then a fiber may still be waiting for a
   // blocking call (and it keeps the wait above going).
   stop_blocking_pool();

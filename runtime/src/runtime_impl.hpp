@@ -245,6 +245,9 @@ class runtime_impl {
   // that sees it wakes the destructor to look again.
   std::atomic<bool> draining_{false};
   std::atomic<bool> io_closed_{false};
+  // Wake-ups in progress from threads that are not this runtime's workers
+  // (try_to_wake_up): the destructor waits for them after the last fiber.
+  std::atomic<int> external_wakers_{0};
   std::mutex live_mutex_;
   std::condition_variable live_cv_;
 };

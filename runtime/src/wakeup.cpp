@@ -21,13 +21,19 @@ void runtime_impl::try_to_wake_up(fiber* f, placement_kind kind, wake_reason why
   wake_result r;
   if (w) {
     r = engine_.wake_up(f, kind, why, waker, w->next_random(), w->scratch(), engine_clock(), waker == w->index());
-  } else {
-    // A thread outside the runtime places with its own scratch space and
-    // the shared generator.
-    thread_local std::vector<cpu_snapshot> scratch;
-    r = engine_.wake_up(f, kind, why, -1, external_random(), scratch, engine_clock());
+    carry_out(r, w);
+    return;
   }
+  // A thread outside the runtime (a plain thread, or a fiber of another
+  // runtime) places with its own scratch space and the shared generator.
+  // It is counted while it works here: once the fiber is queued it may run
+  // and finish, and the runtime's destructor, finding every fiber done,
+  // must still wait for this waker to leave the workers it notifies.
+  external_wakers_.fetch_add(1, std::memory_order_seq_cst);
+  thread_local std::vector<cpu_snapshot> scratch;
+  r = engine_.wake_up(f, kind, why, -1, external_random(), scratch, engine_clock());
   carry_out(r, w);
+  external_wakers_.fetch_sub(1, std::memory_order_release);
 }
 
 void runtime_impl::carry_out(const wake_result& r, worker* w) noexcept {
