@@ -169,19 +169,7 @@ long wait_fd(int fd, short events, std::int64_t deadline_ns, const std::stop_tok
 
 long thread_call(const io_request& req, std::int64_t deadline_ns, const std::stop_token& stop) noexcept {
   if (stop.stop_requested()) return -ECANCELED;
-  switch (req.op) {
-    case io_opcode::pread:
-    case io_opcode::pwrite:
-    case io_opcode::fsync:
-    case io_opcode::openat:
-      return perform_syscall(req, false);
-    case io_opcode::poll: {
-      const long r = wait_fd(req.fd, static_cast<short>(req.flags), deadline_ns, stop);
-      return r < 0 ? r : (req.flags & (POLLIN | POLLOUT));
-    }
-    default:
-      break;
-  }
+  if (is_file_call(req.op)) return perform_syscall(req, false);
   return by_readiness(req, [&](bool for_write) {
     return wait_fd(req.fd, for_write ? POLLOUT : POLLIN, deadline_ns, stop);
   });
@@ -195,7 +183,7 @@ long io_call(const io_request& req, std::int64_t deadline_ns, const std::stop_to
   if (!f) return thread_call(req, deadline_ns, stop);
   if (w->rt().io_closed()) return -ECANCELED;
   try {
-    return w->io().call(*w, *f, req, deadline_ns, stop);
+    return w->io().call(*f, req, deadline_ns, stop);
   } catch (const std::system_error& e) {
     return -e.code().value();
   } catch (const std::bad_alloc&) {

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include <poll.h>
+
 #include "reactor.hpp"
 
 namespace usched::detail {
@@ -24,6 +26,11 @@ void restore_flags(int fd, int flags) noexcept;
 
 // Whether the request waits for a descriptor to be writable, not readable.
 bool wants_write(io_opcode op) noexcept;
+// Whether the request is a regular file's (pread, pwrite, fsync, open),
+// which readiness cannot wait for.
+constexpr bool is_file_call(io_opcode op) noexcept {
+  return op == io_opcode::pread || op == io_opcode::pwrite || op == io_opcode::fsync || op == io_opcode::openat;
+}
 
 // connect_outcome(): the result of a non-blocking connect that has
 // finished (SO_ERROR): 0 or -errno.
@@ -37,9 +44,14 @@ long connect_outcome(int fd) noexcept;
 // descriptor in O_NONBLOCK mode: on a blocking one the wait comes first and
 // the call is made once, blocking (another reader of the descriptor could
 // take the data in between). A connect on a blocking socket is made
-// non-blocking for the call and given its mode back.
+// non-blocking for the call and given its mode back. A poll request is the
+// wait alone; its result is the events asked for.
 template <class Wait>
 long by_readiness(const io_request& req, Wait&& wait) {
+  if (req.op == io_opcode::poll) {
+    const long r = wait((req.flags & POLLOUT) != 0);
+    return r < 0 ? r : (req.flags & (POLLIN | POLLOUT));
+  }
   const bool per_call = req.op == io_opcode::recv || req.op == io_opcode::send || req.op == io_opcode::recvmsg ||
                         req.op == io_opcode::sendmsg;
   const bool nonblocking = per_call || fd_is_nonblocking(req.fd);

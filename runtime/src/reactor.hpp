@@ -96,9 +96,9 @@ class reactor {
 
   options::io_backend backend() const noexcept { return backend_; }
 
-  // ---- the calling fiber's side: `self` runs on worker `w`, which owns
-  // this reactor (or, after a migration, did when the call began) ----
-  virtual long call(worker& w, fiber& self, const io_request& req, std::int64_t deadline_ns,
+  // ---- the calling fiber's side: `self` runs on the worker that owns
+  // this reactor (after a migration it may resume elsewhere) ----
+  virtual long call(fiber& self, const io_request& req, std::int64_t deadline_ns,
                     const std::stop_token& stop) = 0;
 
   // ---- the owning worker's side ----

@@ -74,26 +74,15 @@ class epoll_reactor final : public reactor {
     ::close(epfd_);
   }
 
-  long call(worker& w, fiber& self, const io_request& req, std::int64_t deadline_ns,
+  long call(fiber& self, const io_request& req, std::int64_t deadline_ns,
             const std::stop_token& stop) override {
-    (void)w;
     if (stop.stop_requested()) return -ECANCELED;
-    switch (req.op) {
-      case io_opcode::pread:
-      case io_opcode::pwrite:
-      case io_opcode::fsync:
-      case io_opcode::openat:
-        // epoll cannot wait for a regular file: a pool thread makes the
-        // call, and the fiber waits for it (no deadline or stop can
-        // interrupt a disk read in progress; they are checked before).
-        if (has_timer(deadline_ns) && now_ns() >= deadline_ns) return -ETIMEDOUT;
-        return usched::blocking([&req]() noexcept { return perform_syscall(req, false); });
-      case io_opcode::poll: {
-        const long r = wait_ready(self, req.fd, req.flags & POLLOUT ? EPOLLOUT : EPOLLIN, deadline_ns, stop);
-        return r < 0 ? r : (req.flags & (POLLIN | POLLOUT));
-      }
-      default:
-        break;
+    if (is_file_call(req.op)) {
+      // epoll cannot wait for a regular file: a pool thread makes the
+      // call, and the fiber waits for it (no deadline or stop can
+      // interrupt a disk read in progress; they are checked before).
+      if (has_timer(deadline_ns) && now_ns() >= deadline_ns) return -ETIMEDOUT;
+      return usched::blocking([&req]() noexcept { return perform_syscall(req, false); });
     }
     return by_readiness(req, [&](bool for_write) {
       return wait_ready(self, req.fd, for_write ? EPOLLOUT : EPOLLIN, deadline_ns, stop);
@@ -104,14 +93,13 @@ class epoll_reactor final : public reactor {
     return cycles() >= next_poll_cycles_ || (!closed_ && owner_.rt().io_closed());
   }
 
-  unsigned poll(worker& w, bool eager) override {
-    (void)eager;
-    return close_if_asked() + harvest(w, 0);
+  unsigned poll(worker&, bool) override {
+    return close_if_asked() + harvest(0);
   }
 
-  unsigned wait(worker& w, std::int64_t timeout_ns) override {
+  unsigned wait(worker&, std::int64_t timeout_ns) override {
     const unsigned closed = close_if_asked();
-    return closed + harvest(w, closed ? 0 : timeout_ns);
+    return closed + harvest(closed ? 0 : timeout_ns);
   }
 
   void wake() noexcept override {
@@ -195,8 +183,7 @@ class epoll_reactor final : public reactor {
 
   // harvest(): one epoll_wait (`timeout_ns` 0: a look), waking the waiters
   // of every ready descriptor; the owning worker's thread.
-  unsigned harvest(worker& w, std::int64_t timeout_ns) noexcept {
-    (void)w;
+  unsigned harvest(std::int64_t timeout_ns) noexcept {
     epoll_event evs[events_per_wait];
     int n = 0;
     if (timeout_ns == 0) {

@@ -85,18 +85,6 @@ bool retries_on_poll(io_opcode op) noexcept {
   }
 }
 
-short poll_events_of(io_opcode op) noexcept {
-  switch (op) {
-    case io_opcode::write:
-    case io_opcode::send:
-    case io_opcode::sendmsg:
-    case io_opcode::connect:
-      return POLLOUT;
-    default:
-      return POLLIN;
-  }
-}
-
 void prep(io_uring_sqe* sqe, const io_request& r) noexcept {
   switch (r.op) {
     case io_opcode::read:
@@ -164,7 +152,7 @@ class uring_reactor final : public reactor {
     ::close(event_fd_);
   }
 
-  long call(worker& w, fiber& self, const io_request& req, std::int64_t deadline_ns,
+  long call(fiber& self, const io_request& req, std::int64_t deadline_ns,
             const std::stop_token& stop) override {
     if (stop.stop_requested()) return -ECANCELED;
     // A send usually finds room in the socket's buffer: made directly it
@@ -179,15 +167,15 @@ class uring_reactor final : public reactor {
     io_request r = req;
     long res = 0;
     for (;;) {
-      res = issue(w, self, r, deadline_ns, stop);
+      res = issue(self, r, deadline_ns, stop);
       // A descriptor in O_NONBLOCK mode may answer EAGAIN instead of having
       // the ring wait for it: wait for readiness here, then try again.
       if (res == -EAGAIN && retries_on_poll(r.op) && r.op == req.op) {
         io_request p;
         p.op = io_opcode::poll;
         p.fd = req.fd;
-        p.flags = poll_events_of(req.op);
-        res = issue(w, self, p, deadline_ns, stop);
+        p.flags = wants_write(req.op) ? POLLOUT : POLLIN;
+        res = issue(self, p, deadline_ns, stop);
         if (res < 0) break;
         continue;
       }
@@ -198,7 +186,7 @@ class uring_reactor final : public reactor {
         p.op = io_opcode::poll;
         p.fd = req.fd;
         p.flags = POLLOUT;
-        res = issue(w, self, p, deadline_ns, stop);
+        res = issue(self, p, deadline_ns, stop);
         if (res < 0) break;
         int err = 0;
         socklen_t len = sizeof err;
@@ -215,7 +203,7 @@ class uring_reactor final : public reactor {
   }
 
   bool ready() const noexcept override {
-    if (unsubmitted_ > 0 || cancel_waiting_.load(std::memory_order_relaxed)) return true;
+    if (unsubmitted_ > 0 || cancel_queued_.load(std::memory_order_relaxed)) return true;
     if (!closed_ && owner_.rt().io_closed()) return true;
     if (io_uring_cq_ready(&ring_) > 0) return true;
     const unsigned flags = IO_URING_READ_ONCE(*ring_.sq.kflags);
@@ -276,7 +264,7 @@ class uring_reactor final : public reactor {
 
  private:
   // issue(): one submission and the wait for its completion.
-  long issue(worker& w, fiber& self, const io_request& r, std::int64_t deadline_ns, const std::stop_token& stop) {
+  long issue(fiber& self, const io_request& r, std::int64_t deadline_ns, const std::stop_token& stop) {
     if (owner_.rt().io_closed()) return -ECANCELED;
     io_op op;
     op.who = &self;
@@ -315,7 +303,6 @@ class uring_reactor final : public reactor {
       std::lock_guard<spinlock> g(cancel_lock_);
       if (op.cancel_queued) unlink_cancel(op);
     }
-    (void)w;
     return op.res;
   }
 
@@ -334,7 +321,6 @@ class uring_reactor final : public reactor {
       op.cancel_queued = true;
       cancel_head_ = &op;
       cancel_queued_.store(true, std::memory_order_release);
-      cancel_waiting_.store(true, std::memory_order_relaxed);
     }
     owner_wake();
   }
@@ -349,7 +335,6 @@ class uring_reactor final : public reactor {
     op.cancel_queued = false;
     if (!cancel_head_) {
       cancel_queued_.store(false, std::memory_order_relaxed);
-      cancel_waiting_.store(false, std::memory_order_relaxed);
     }
   }
 
@@ -358,7 +343,7 @@ class uring_reactor final : public reactor {
   // completion waits in the ring unreaped (its fiber is still blocked: this
   // thread reaps it): its user_data names no other call yet.
   void take_cancels() noexcept {
-    if (!cancel_waiting_.load(std::memory_order_relaxed)) return;
+    if (!cancel_queued_.load(std::memory_order_relaxed)) return;
     bool any = false;
     {
       std::lock_guard<spinlock> g(cancel_lock_);
@@ -375,7 +360,6 @@ class uring_reactor final : public reactor {
       }
       if (!cancel_head_) {
         cancel_queued_.store(false, std::memory_order_relaxed);
-        cancel_waiting_.store(false, std::memory_order_relaxed);
       }
     }
     if (any) submit();
@@ -484,11 +468,10 @@ class uring_reactor final : public reactor {
   unsigned unsubmitted_ = 0;
   unsigned switches_ = 0;
   // Calls a stop request asked to cancel: a list under cancel_lock_, and
-  // flags the worker reads without it.
+  // a flag the worker (and a returning call) reads without it.
   spinlock cancel_lock_;
   io_op* cancel_head_ = nullptr;
   std::atomic<bool> cancel_queued_{false};
-  std::atomic<bool> cancel_waiting_{false};
 };
 
 }  // namespace
