@@ -15,6 +15,14 @@
 #include "reactor.hpp"
 #include "runtime_impl.hpp"
 
+namespace usched::detail {
+
+void owned_fd::reset() noexcept {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+}  // namespace usched::detail
+
 namespace usched::io {
 namespace {
 
@@ -177,18 +185,6 @@ void wait_writable(int fd, const bound& b) {
 
 // ---- file --------------------------------------------------------------------
 
-file& file::operator=(file&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
-  return *this;
-}
-
-file::~file() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 file file::open(const std::string& path, int flags, mode_t mode, const bound& b, std::error_code& ec) noexcept {
   io_request r;
   r.op = io_opcode::openat;
@@ -246,8 +242,9 @@ std::uint64_t file::size() const {
   return static_cast<std::uint64_t>(st.st_size);
 }
 void file::close() {
-  if (fd_ < 0) return;
-  const int rc = ::close(std::exchange(fd_, -1));
+  const int fd = fd_.release();
+  if (fd < 0) return;
+  const int rc = ::close(fd);
   if (rc < 0 && errno != EINTR) fail(std::error_code(errno, std::generic_category()), "file::close");
 }
 

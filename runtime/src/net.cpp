@@ -28,11 +28,6 @@ namespace {
 }
 std::error_code last_error() noexcept { return std::error_code(errno, std::generic_category()); }
 
-void close_fd(int& fd) noexcept {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
 endpoint name_of(int fd, bool peer, const char* call) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -199,15 +194,6 @@ std::vector<endpoint> resolve(const std::string& host, std::uint16_t port) {
 
 // ---- tcp_listener ------------------------------------------------------------
 
-tcp_listener& tcp_listener::operator=(tcp_listener&& o) noexcept {
-  if (this != &o) {
-    close_fd(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
-  return *this;
-}
-
-tcp_listener::~tcp_listener() { close_fd(fd_); }
 
 tcp_listener tcp_listener::bind(const endpoint& at, int backlog, std::error_code& ec) noexcept {
   // Non-blocking: several fibers may accept on one listener, and the epoll
@@ -258,19 +244,9 @@ tcp_stream tcp_listener::accept(endpoint& peer, const io::bound& b) {
 
 endpoint tcp_listener::local_endpoint() const { return name_of(fd_, false, "tcp_listener::local_endpoint"); }
 
-void tcp_listener::close() noexcept { close_fd(fd_); }
 
 // ---- tcp_stream --------------------------------------------------------------
 
-tcp_stream& tcp_stream::operator=(tcp_stream&& o) noexcept {
-  if (this != &o) {
-    close_fd(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
-  return *this;
-}
-
-tcp_stream::~tcp_stream() { close_fd(fd_); }
 
 tcp_stream tcp_stream::connect(const endpoint& to, const io::bound& b, std::error_code& ec) noexcept {
   int fd = ::socket(to.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -373,19 +349,9 @@ void tcp_stream::set_no_delay(bool on) {
 
 endpoint tcp_stream::local_endpoint() const { return name_of(fd_, false, "tcp_stream::local_endpoint"); }
 endpoint tcp_stream::remote_endpoint() const { return name_of(fd_, true, "tcp_stream::remote_endpoint"); }
-void tcp_stream::close() noexcept { close_fd(fd_); }
 
 // ---- udp_socket --------------------------------------------------------------
 
-udp_socket& udp_socket::operator=(udp_socket&& o) noexcept {
-  if (this != &o) {
-    close_fd(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
-  return *this;
-}
-
-udp_socket::~udp_socket() { close_fd(fd_); }
 
 udp_socket udp_socket::open(int family) {
   if (family != AF_INET && family != AF_INET6) {
@@ -468,6 +434,5 @@ std::size_t udp_socket::receive_from(void* buf, std::size_t n, endpoint& from, c
 }
 
 endpoint udp_socket::local_endpoint() const { return name_of(fd_, false, "udp_socket::local_endpoint"); }
-void udp_socket::close() noexcept { close_fd(fd_); }
 
 }  // namespace usched::net

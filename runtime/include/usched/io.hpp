@@ -44,6 +44,36 @@
 
 struct sockaddr;
 
+namespace usched::detail {
+
+// owned_fd: one open descriptor, closed when its owner is destroyed or
+// assigned another; the part every socket and io::file share. Reads as
+// the descriptor (-1 when there is none).
+class owned_fd {
+ public:
+  owned_fd() noexcept = default;
+  explicit owned_fd(int fd) noexcept : fd_(fd) {}
+  owned_fd(owned_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  owned_fd& operator=(owned_fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~owned_fd() { reset(); }
+  operator int() const noexcept { return fd_; }  // NOLINT: reads as the descriptor by design
+  // Gives the descriptor up without closing it.
+  int release() noexcept { return std::exchange(fd_, -1); }
+  // Closes it now (close(2)'s error is not reported).
+  void reset() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace usched::detail
+
 namespace usched::io {
 
 // bound: what ends a blocking call early. Nothing (the default), a deadline
@@ -127,11 +157,11 @@ class file {
   file() noexcept = default;
   // Takes ownership of an open descriptor.
   explicit file(int fd) noexcept : fd_(fd) {}
-  file(file&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  file& operator=(file&& o) noexcept;
+  file(file&&) noexcept = default;
+  file& operator=(file&&) noexcept = default;
   file(const file&) = delete;
   file& operator=(const file&) = delete;
-  ~file();
+  ~file() = default;
 
   // open(): openat(2) relative to the working directory; `flags` are
   // open(2)'s (O_CLOEXEC is added), `mode` applies with O_CREAT.
@@ -141,7 +171,7 @@ class file {
   bool is_open() const noexcept { return fd_ >= 0; }
   int native_handle() const noexcept { return fd_; }
   // Gives the descriptor up without closing it.
-  int release() noexcept { return std::exchange(fd_, -1); }
+  int release() noexcept { return fd_.release(); }
 
   // read_at / write_at: pread(2) / pwrite(2): a short count at the end of
   // the file (read) or of the device's room (write).
@@ -158,7 +188,7 @@ class file {
   void close();
 
  private:
-  int fd_ = -1;
+  detail::owned_fd fd_;
 };
 
 // backend(): the reactor the calling fiber's runtime uses ("io_uring" or

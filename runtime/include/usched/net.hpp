@@ -77,11 +77,11 @@ class tcp_stream;
 class tcp_listener {
  public:
   tcp_listener() noexcept = default;
-  tcp_listener(tcp_listener&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  tcp_listener& operator=(tcp_listener&& o) noexcept;
+  tcp_listener(tcp_listener&&) noexcept = default;
+  tcp_listener& operator=(tcp_listener&&) noexcept = default;
   tcp_listener(const tcp_listener&) = delete;
   tcp_listener& operator=(const tcp_listener&) = delete;
-  ~tcp_listener();
+  ~tcp_listener() = default;
 
   // bind(): a socket bound to `at` (port 0: the kernel picks; see
   // local_endpoint()) and listening with `backlog`.
@@ -100,11 +100,11 @@ class tcp_listener {
   // close(): closes now. A fiber blocked in accept() on this listener from
   // another fiber is not woken by it (as with close(2)): end that wait with
   // its stop token.
-  void close() noexcept;
+  void close() noexcept { fd_.reset(); }
 
  private:
   explicit tcp_listener(int fd) noexcept : fd_(fd) {}
-  int fd_ = -1;
+  detail::owned_fd fd_;
 };
 
 // tcp_stream: a connected TCP socket.
@@ -113,11 +113,11 @@ class tcp_stream {
   tcp_stream() noexcept = default;
   // Takes ownership of a connected socket.
   explicit tcp_stream(int fd) noexcept : fd_(fd) {}
-  tcp_stream(tcp_stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  tcp_stream& operator=(tcp_stream&& o) noexcept;
+  tcp_stream(tcp_stream&&) noexcept = default;
+  tcp_stream& operator=(tcp_stream&&) noexcept = default;
   tcp_stream(const tcp_stream&) = delete;
   tcp_stream& operator=(const tcp_stream&) = delete;
-  ~tcp_stream();
+  ~tcp_stream() = default;
 
   // connect(): a stream connected to `to`; or to the first endpoint of
   // `host` that accepts (resolve(), then each in turn), the bound covering
@@ -151,22 +151,22 @@ class tcp_stream {
   endpoint remote_endpoint() const;
   bool is_open() const noexcept { return fd_ >= 0; }
   int native_handle() const noexcept { return fd_; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-  void close() noexcept;
+  int release() noexcept { return fd_.release(); }
+  void close() noexcept { fd_.reset(); }
 
  private:
-  int fd_ = -1;
+  detail::owned_fd fd_;
 };
 
 // udp_socket: a UDP socket, bound or not.
 class udp_socket {
  public:
   udp_socket() noexcept = default;
-  udp_socket(udp_socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  udp_socket& operator=(udp_socket&& o) noexcept;
+  udp_socket(udp_socket&&) noexcept = default;
+  udp_socket& operator=(udp_socket&&) noexcept = default;
   udp_socket(const udp_socket&) = delete;
   udp_socket& operator=(const udp_socket&) = delete;
-  ~udp_socket();
+  ~udp_socket() = default;
 
   // open(): unbound, of `family` (AF_INET or AF_INET6); bind(): bound to
   // `at` (port 0: the kernel picks).
@@ -186,11 +186,11 @@ class udp_socket {
   endpoint local_endpoint() const;
   bool is_open() const noexcept { return fd_ >= 0; }
   int native_handle() const noexcept { return fd_; }
-  void close() noexcept;
+  void close() noexcept { fd_.reset(); }
 
  private:
   explicit udp_socket(int fd) noexcept : fd_(fd) {}
-  int fd_ = -1;
+  detail::owned_fd fd_;
 };
 
 }  // namespace usched::net
