@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -44,6 +45,20 @@ std::size_t counted(long res, std::error_code& ec) noexcept {
   throw std::system_error(ec, std::string("usched::io::") + call);
 }
 
+// or_throw(): the throwing form of a call, from its error_code form `f`.
+template <class F>
+auto or_throw(const char* call, F&& f) {
+  std::error_code ec;
+  if constexpr (std::is_void_v<decltype(f(ec))>) {
+    f(ec);
+    if (ec) fail(ec, call);
+  } else {
+    auto r = f(ec);
+    if (ec) fail(ec, call);
+    return r;
+  }
+}
+
 io_request buffer_request(io_opcode op, int fd, const void* buf, std::size_t n) noexcept {
   io_request r;
   r.op = op;
@@ -59,20 +74,14 @@ std::size_t read(int fd, void* buf, std::size_t n, const bound& b, std::error_co
   return counted(run(buffer_request(io_opcode::read, fd, buf, n), b), ec);
 }
 std::size_t read(int fd, void* buf, std::size_t n, const bound& b) {
-  std::error_code ec;
-  const std::size_t got = read(fd, buf, n, b, ec);
-  if (ec) fail(ec, "read");
-  return got;
+  return or_throw("read", [&](std::error_code& ec) { return read(fd, buf, n, b, ec); });
 }
 
 std::size_t write(int fd, const void* buf, std::size_t n, const bound& b, std::error_code& ec) noexcept {
   return counted(run(buffer_request(io_opcode::write, fd, buf, n), b), ec);
 }
 std::size_t write(int fd, const void* buf, std::size_t n, const bound& b) {
-  std::error_code ec;
-  const std::size_t put = write(fd, buf, n, b, ec);
-  if (ec) fail(ec, "write");
-  return put;
+  return or_throw("write", [&](std::error_code& ec) { return write(fd, buf, n, b, ec); });
 }
 
 std::size_t pread(int fd, void* buf, std::size_t n, off_t offset, const bound& b, std::error_code& ec) noexcept {
@@ -81,10 +90,7 @@ std::size_t pread(int fd, void* buf, std::size_t n, off_t offset, const bound& b
   return counted(run(r, b), ec);
 }
 std::size_t pread(int fd, void* buf, std::size_t n, off_t offset, const bound& b) {
-  std::error_code ec;
-  const std::size_t got = pread(fd, buf, n, offset, b, ec);
-  if (ec) fail(ec, "pread");
-  return got;
+  return or_throw("pread", [&](std::error_code& ec) { return pread(fd, buf, n, offset, b, ec); });
 }
 
 std::size_t pwrite(int fd, const void* buf, std::size_t n, off_t offset, const bound& b,
@@ -94,10 +100,7 @@ std::size_t pwrite(int fd, const void* buf, std::size_t n, off_t offset, const b
   return counted(run(r, b), ec);
 }
 std::size_t pwrite(int fd, const void* buf, std::size_t n, off_t offset, const bound& b) {
-  std::error_code ec;
-  const std::size_t put = pwrite(fd, buf, n, offset, b, ec);
-  if (ec) fail(ec, "pwrite");
-  return put;
+  return or_throw("pwrite", [&](std::error_code& ec) { return pwrite(fd, buf, n, offset, b, ec); });
 }
 
 std::size_t recv(int fd, void* buf, std::size_t n, int flags, const bound& b, std::error_code& ec) noexcept {
@@ -106,10 +109,7 @@ std::size_t recv(int fd, void* buf, std::size_t n, int flags, const bound& b, st
   return counted(run(r, b), ec);
 }
 std::size_t recv(int fd, void* buf, std::size_t n, int flags, const bound& b) {
-  std::error_code ec;
-  const std::size_t got = recv(fd, buf, n, flags, b, ec);
-  if (ec) fail(ec, "recv");
-  return got;
+  return or_throw("recv", [&](std::error_code& ec) { return recv(fd, buf, n, flags, b, ec); });
 }
 
 std::size_t send(int fd, const void* buf, std::size_t n, int flags, const bound& b, std::error_code& ec) noexcept {
@@ -118,10 +118,7 @@ std::size_t send(int fd, const void* buf, std::size_t n, int flags, const bound&
   return counted(run(r, b), ec);
 }
 std::size_t send(int fd, const void* buf, std::size_t n, int flags, const bound& b) {
-  std::error_code ec;
-  const std::size_t put = send(fd, buf, n, flags, b, ec);
-  if (ec) fail(ec, "send");
-  return put;
+  return or_throw("send", [&](std::error_code& ec) { return send(fd, buf, n, flags, b, ec); });
 }
 
 int accept(int fd, sockaddr* addr, socklen_t* len, const bound& b, std::error_code& ec) noexcept {
@@ -140,10 +137,7 @@ int accept(int fd, sockaddr* addr, socklen_t* len, const bound& b, std::error_co
   return static_cast<int>(res);
 }
 int accept(int fd, sockaddr* addr, socklen_t* len, const bound& b) {
-  std::error_code ec;
-  const int c = accept(fd, addr, len, b, ec);
-  if (ec) fail(ec, "accept");
-  return c;
+  return or_throw("accept", [&](std::error_code& ec) { return accept(fd, addr, len, b, ec); });
 }
 
 void connect(int fd, const sockaddr* addr, socklen_t len, const bound& b, std::error_code& ec) noexcept {
@@ -155,9 +149,7 @@ void connect(int fd, const sockaddr* addr, socklen_t len, const bound& b, std::e
   (void)counted(run(r, b), ec);
 }
 void connect(int fd, const sockaddr* addr, socklen_t len, const bound& b) {
-  std::error_code ec;
-  connect(fd, addr, len, b, ec);
-  if (ec) fail(ec, "connect");
+  or_throw("connect", [&](std::error_code& ec) { connect(fd, addr, len, b, ec); });
 }
 
 namespace {
@@ -172,15 +164,11 @@ void wait_for(int fd, short events, const bound& b, std::error_code& ec) noexcep
 
 void wait_readable(int fd, const bound& b, std::error_code& ec) noexcept { wait_for(fd, POLLIN, b, ec); }
 void wait_readable(int fd, const bound& b) {
-  std::error_code ec;
-  wait_readable(fd, b, ec);
-  if (ec) fail(ec, "wait_readable");
+  or_throw("wait_readable", [&](std::error_code& ec) { wait_readable(fd, b, ec); });
 }
 void wait_writable(int fd, const bound& b, std::error_code& ec) noexcept { wait_for(fd, POLLOUT, b, ec); }
 void wait_writable(int fd, const bound& b) {
-  std::error_code ec;
-  wait_writable(fd, b, ec);
-  if (ec) fail(ec, "wait_writable");
+  or_throw("wait_writable", [&](std::error_code& ec) { wait_writable(fd, b, ec); });
 }
 
 // ---- file --------------------------------------------------------------------
@@ -210,20 +198,14 @@ std::size_t file::read_at(off_t offset, void* buf, std::size_t n, const bound& b
   return io::pread(fd_, buf, n, offset, b, ec);
 }
 std::size_t file::read_at(off_t offset, void* buf, std::size_t n, const bound& b) {
-  std::error_code ec;
-  const std::size_t got = read_at(offset, buf, n, b, ec);
-  if (ec) fail(ec, "file::read_at");
-  return got;
+  return or_throw("file::read_at", [&](std::error_code& ec) { return read_at(offset, buf, n, b, ec); });
 }
 std::size_t file::write_at(off_t offset, const void* buf, std::size_t n, const bound& b,
                            std::error_code& ec) noexcept {
   return io::pwrite(fd_, buf, n, offset, b, ec);
 }
 std::size_t file::write_at(off_t offset, const void* buf, std::size_t n, const bound& b) {
-  std::error_code ec;
-  const std::size_t put = write_at(offset, buf, n, b, ec);
-  if (ec) fail(ec, "file::write_at");
-  return put;
+  return or_throw("file::write_at", [&](std::error_code& ec) { return write_at(offset, buf, n, b, ec); });
 }
 void file::sync(const bound& b, std::error_code& ec) noexcept {
   io_request r;
@@ -232,9 +214,7 @@ void file::sync(const bound& b, std::error_code& ec) noexcept {
   (void)counted(run(r, b), ec);
 }
 void file::sync(const bound& b) {
-  std::error_code ec;
-  sync(b, ec);
-  if (ec) fail(ec, "file::sync");
+  or_throw("file::sync", [&](std::error_code& ec) { sync(b, ec); });
 }
 std::uint64_t file::size() const {
   struct stat st {};
