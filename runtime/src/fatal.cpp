@@ -34,10 +34,14 @@ namespace usched::detail {
   std::abort();
 }
 
-std::string fiber_name(const fiber* f) {
-  std::string s = std::to_string(f->id.load(std::memory_order_relaxed));
-  if (const char* label = f->label.load(std::memory_order_relaxed)) s += " (\"" + std::string(label) + "\")";
+std::string fiber_name(std::uint64_t id, const char* label) {
+  std::string s = std::to_string(id);
+  if (label) s += " (\"" + std::string(label) + "\")";
   return s;
+}
+
+std::string fiber_name(const fiber* f) {
+  return fiber_name(f->id.load(std::memory_order_relaxed), f->label.load(std::memory_order_relaxed));
 }
 
 namespace {
@@ -55,10 +59,13 @@ std::string what_of(const std::exception_ptr& e) noexcept {
 
 }  // namespace
 
-[[noreturn]] void report_detached_exception(fiber* f) noexcept {
-  f->rt->log().flush();
-  die("detached fiber " + fiber_name(f) + " ended with an uncaught exception: " + what_of(f->task->error) +
-      "; aborting");
+// The runtime's log goes first, if the caller is one of its fibers: what it
+// said before the end. (A handle dropped on another thread, perhaps after
+// its runtime, has no log to flush.)
+[[noreturn]] void report_detached_exception(const join_state* s) noexcept {
+  if (runtime_impl* rt = runtime_of_current_fiber()) rt->log().flush();
+  die("detached fiber " + fiber_name(s->id, s->label) + " ended with an uncaught exception: " +
+      what_of(s->error) + "; aborting");
 }
 
 void report_unobserved_group_exception(const std::exception_ptr& e) noexcept {

@@ -2,6 +2,7 @@
 // hang report name a fiber.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "fiber_impl.hpp"
@@ -15,11 +16,13 @@ namespace usched::detail {
 
 // fiber_name(): the fiber's id, and its label if it was spawned with one:
 // `12 ("http accept loop")`.
+// The second form names it by its parts (a join state keeps them).
 std::string fiber_name(const fiber* f);
+std::string fiber_name(std::uint64_t id, const char* label);
 
-// report_detached_exception() ends the process for a detached fiber `f`
-// that finished with an uncaught exception: the exception was caught into
-// the task, and nobody else will see it. Flushes the runtime's log first.
-[[noreturn]] void report_detached_exception(fiber* f) noexcept;
+// report_detached_exception() ends the process for a detached fiber that
+// finished with an uncaught exception, kept in its join state `s`, which
+// nobody else will see. Flushes the log of the caller's runtime first.
+[[noreturn]] void report_detached_exception(const join_state* s) noexcept;
 
 }  // namespace usched::detail

@@ -30,10 +30,10 @@ namespace usched::detail {
 //    written only by an engine that keeps time (the FIFO and LIFO
 //    disciplines without load tracking never write them after
 //    construction).
-//  - the run: what the first switch into the fiber, every switch, its exit
-//    and its join read and write, on a line of its own.
-//  - then what only the spawning side reads: identity, the block, the
-//    joiner's token.
+//  - the run: what the first switch into the fiber, every switch and its
+//    exit read and write, on a line of its own (a join touches only the
+//    join state, apart from the block).
+//  - then what only the spawning side reads: identity, the block.
 // One fiber's (or one thread's) fiber_local values: for each fiber_local
 // it has used, the value and how to destroy it. Looked up by the
 // fiber_local's key, most recent first; a fiber uses a handful.
@@ -68,18 +68,13 @@ struct fiber : waitable, sched_entity {
   // fiber can be made runnable, and even be taken by another worker, while
   // it is still switching away; whoever resumes it waits for this to clear.
   std::atomic<bool> on_cpu{false};
-  // Completion and the joiner, under join_lock.
-  spinlock join_lock;
-  std::atomic<bool> done{false};
-  bool detached = false;
-  // Two references while running: the fiber's own (dropped by the context
-  // that runs after its exit) and its join_handle's.
-  std::atomic<std::uint32_t> refs{0};
+  // The callable (in this block, below the control block) and the join
+  // state its result goes to (apart from the block: core.hpp). The block
+  // is the fiber's alone: the context that runs after its exit recycles it.
   task_base* task = nullptr;
-  waitable* joiner = nullptr;
+  join_state* state = nullptr;
 
   // ---- set at the spawn, read by the spawning and joining side ----
-  std::uint64_t joiner_token = 0;
   runtime_impl* rt = nullptr;
   // Atomic only so that the destructor's hang report may read it while the
   // fiber is reused on another worker: relaxed loads and stores (plain moves

@@ -106,9 +106,9 @@ class runtime_impl {
   // Where a `worker* w` parameter appears below, it is local_worker() of the
   // calling thread, found once by the caller: null on a thread that is not
   // one of this runtime's workers.
-  fiber_slot allocate(std::size_t size, std::size_t align);
+  fiber_slot allocate(std::size_t size, std::size_t align, std::size_t state_size, std::size_t state_align);
   void discard(fiber* f, worker* w) noexcept;
-  void start(fiber* f, task_base* task, const spawn_options& opts, worker* w);
+  void start(fiber* f, task_base* task, join_state* state, const spawn_options& opts, worker* w);
 
   // try_to_wake_up() makes a fiber runnable, new (placement_kind::spawn) or
   // woken: the engine's wake-up event places it (by the policy unless
@@ -133,10 +133,10 @@ class runtime_impl {
   // joining fiber, claimed, comes back, for the exit's switch to wake
   // (worker::exit_current, where the join hand-off gives it the worker).
   fiber* fiber_done(fiber* f, worker* w) noexcept;
-  // drop_ref() releases one reference; the last one recycles the fiber. The
-  // second form is for a caller running on worker `w`.
-  void drop_ref(fiber* f) noexcept;
-  void drop_ref(fiber* f, worker& w) noexcept;
+  // recycle() gives the block of a fiber that has exited back to worker
+  // `w`'s cache: the context that runs after the exit, once the fiber's
+  // registers are saved (its join state lives on apart).
+  void recycle(fiber* f, worker& w) noexcept;
 
   // kick_idle(): work is queued behind the busy worker `busy_cpu` and the
   // policy lets idle workers pull it: get one idle worker to balance. A
@@ -175,7 +175,6 @@ class runtime_impl {
   void start_workers();
   // stop_workers() tells every worker to stop and joins its thread.
   void stop_workers() noexcept;
-  void recycle(fiber* f, worker* w) noexcept;
   // The blocking pool's threads: each takes calls from the queue until
   // the runtime stops it (stop_blocking_pool, after the last fiber).
   void blocking_thread_main() noexcept;

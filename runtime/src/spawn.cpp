@@ -15,7 +15,57 @@
 
 namespace usched::detail {
 
-fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
+namespace {
+
+// The join states a thread freed lately, for its next spawns: a fork-join
+// worker frees its children's states as it joins them and takes them back
+// at its next spawns, in cache, without the allocator's locks. One size
+// (most results are a word or two), and bounded: past the bound, and for
+// other sizes, the heap. Plain heap memory, so whichever thread drops a
+// state's last reference frees it, after its runtime if need be (Go's
+// per-P free lists of goroutines, for the part of a goroutine that
+// outlives its run).
+constexpr std::size_t cached_state_bytes = 128;
+constexpr std::size_t cached_state_align = 64;
+constexpr std::size_t state_cache_max = 256;
+
+struct join_state_cache {
+  std::size_t n = 0;
+  void* blocks[state_cache_max];
+  ~join_state_cache() {
+    while (n) ::operator delete(blocks[--n], std::align_val_t(cached_state_align));
+  }
+};
+thread_local join_state_cache state_cache;
+
+bool cacheable(std::size_t size, std::size_t align) noexcept {
+  return size <= cached_state_bytes && align <= cached_state_align;
+}
+
+}  // namespace
+
+void* allocate_join_state(std::size_t size, std::size_t align) {
+  if (!cacheable(size, align)) return ::operator new(size, std::align_val_t(align));
+  join_state_cache& c = state_cache;
+  if (c.n) return c.blocks[--c.n];
+  return ::operator new(cached_state_bytes, std::align_val_t(cached_state_align));
+}
+
+void free_join_state(void* p, std::size_t size, std::size_t align) noexcept {
+  if (!cacheable(size, align)) {
+    ::operator delete(p, std::align_val_t(align));
+    return;
+  }
+  join_state_cache& c = state_cache;
+  if (c.n < state_cache_max) {
+    c.blocks[c.n++] = p;
+  } else {
+    ::operator delete(p, std::align_val_t(cached_state_align));
+  }
+}
+
+fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align, std::size_t state_size,
+                                  std::size_t state_align) {
   worker* w = local_worker();
   fiber* f = w ? w->take_fiber() : pool_.take();
   if (pool_.take_budget_exhausted_notice()) [[unlikely]] {
@@ -26,17 +76,17 @@ fiber_slot runtime_impl::allocate(std::size_t size, std::size_t align) {
   }
   void* frame = stack_pool::inline_frame(f, size, align);
   f->heap_frame = nullptr;
-  if (!frame) {
-    try {
+  try {
+    if (!frame) {
       frame = ::operator new(size, std::align_val_t(align));
-    } catch (...) {
-      discard(f, w);
-      throw;
+      f->heap_frame = frame;
+      f->heap_frame_align = align;
     }
-    f->heap_frame = frame;
-    f->heap_frame_align = align;
+    return {f, frame, allocate_join_state(state_size, state_align)};
+  } catch (...) {
+    discard(f, w);
+    throw;
   }
-  return {f, frame};
 }
 
 void runtime_impl::discard(fiber* f, worker* w) noexcept {
@@ -44,6 +94,8 @@ void runtime_impl::discard(fiber* f, worker* w) noexcept {
     ::operator delete(f->heap_frame, std::align_val_t(f->heap_frame_align));
     f->heap_frame = nullptr;
   }
+  f->task = nullptr;
+  f->state = nullptr;
   if (w) {
     w->give_fiber(f);
   } else {
@@ -51,10 +103,15 @@ void runtime_impl::discard(fiber* f, worker* w) noexcept {
   }
 }
 
-void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, worker* w) {
+void runtime_impl::start(fiber* f, task_base* task, join_state* state, const spawn_options& opts, worker* w) {
+  const std::uint64_t id = w ? w->next_fiber_id() : reserve_ids(1);
   f->rt = this;
-  f->id.store(w ? w->next_fiber_id() : reserve_ids(1), std::memory_order_relaxed);
+  f->id.store(id, std::memory_order_relaxed);
   f->task = task;
+  f->state = state;
+  state->runner = f;
+  state->id = id;
+  state->label = opts.label;
   f->pinned = opts.pin;
   f->preferred_node = opts.numa_node;
   f->weight = opts.weight;
@@ -70,10 +127,6 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
     f->prev_sum_exec = 0;
     f->exec_start = 0;
   }
-  f->refs.store(2, std::memory_order_relaxed);
-  f->done.store(false, std::memory_order_relaxed);
-  f->detached = false;
-  f->joiner = nullptr;
   f->on_cpu.store(false, std::memory_order_relaxed);
   sanitizer_unpoison_stack(f->ctx.stack_bottom, f->ctx.stack_size);
   // Its first frame is made where it first runs (worker::switch_to).
@@ -88,17 +141,20 @@ void runtime_impl::start(fiber* f, task_base* task, const spawn_options& opts, w
 
 fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   check_stack_canary(f, opts_.stack_size / 1024);
-  f->join_lock.lock();
-  f->done.store(true, std::memory_order_release);
-  waitable* joiner = f->joiner;
-  const std::uint64_t token = f->joiner_token;
-  const bool detached = f->detached;
-  // Claimed under join_lock: a joiner whose deadline or stop ended its
-  // wait takes join_lock before it returns, so until then it (a thread's
+  join_state* s = f->state;
+  f->state = nullptr;
+  s->lock.lock();
+  s->done.store(true, std::memory_order_release);
+  s->runner = nullptr;
+  waitable* joiner = s->joiner;
+  const std::uint64_t token = s->joiner_token;
+  const bool detached = s->detached;
+  // Claimed under the lock: a joiner whose deadline or stop ended its
+  // wait takes the lock before it returns, so until then it (a thread's
   // parker, which ends with its thread) is still there to be claimed; once
   // we hold the claim, it waits for our resume_wait().
   const bool won = joiner && claim_wait(*joiner, token);
-  f->join_lock.unlock();
+  s->lock.unlock();
   fiber* handed = nullptr;
   if (won) {
     // A joining fiber is woken by the exit's switch (the join hand-off's
@@ -112,7 +168,9 @@ fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
       resume_wait(*joiner, wake_reason::join);
     }
   }
-  if (detached && f->task->error) report_detached_exception(f);
+  // Detached, the state is the fiber's alone: nobody else reads the error.
+  if (detached && s->error) report_detached_exception(s);
+  release_join_state(s);
   w->exited_.store(w->exited_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (draining_.load(std::memory_order_relaxed)) [[unlikely]] {
     std::lock_guard<std::mutex> lk(live_mutex_);
@@ -121,21 +179,7 @@ fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   return handed;
 }
 
-void runtime_impl::drop_ref(fiber* f) noexcept {
-  if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  recycle(f, local_worker());
-}
-
-void runtime_impl::drop_ref(fiber* f, worker& w) noexcept {
-  if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  recycle(f, &w);
-}
-
-void runtime_impl::recycle(fiber* f, worker* w) noexcept {
-  f->task->destroy(f->task);
-  f->task = nullptr;
-  discard(f, w);
-}
+void runtime_impl::recycle(fiber* f, worker& w) noexcept { discard(f, &w); }
 
 // The kernel's weights for nice 19 and nice -20: the range a fiber's weight
 // may take.
@@ -164,51 +208,61 @@ void check_spawn_options(runtime_impl& rt, const spawn_options& opts) {
 
 }  // namespace
 
-fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
-                          const spawn_options& opts) {
+fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align, std::size_t state_size,
+                          std::size_t state_align, const spawn_options& opts) {
   // The defaults are valid for every runtime; only other values are checked.
   const spawn_options defaults;
   if (opts.pin != defaults.pin || opts.numa_node != defaults.numa_node || opts.weight != defaults.weight) {
     check_spawn_options(rt, opts);
   }
-  return rt.allocate(size, align);
+  return rt.allocate(size, align, state_size, state_align);
 }
 
 // The calling thread's worker is looked up again here, not carried over from
 // allocate_fiber(): constructing the task frame in between runs the caller's
 // code (a move constructor), which may block, and the spawning fiber may then
 // continue on another worker. start() passes it on to the placement.
-void discard_fiber(runtime_impl& rt, fiber* f) noexcept { rt.discard(f, rt.local_worker()); }
-
-void start_fiber(runtime_impl& rt, fiber* f, task_base* task, const spawn_options& opts) {
-  rt.start(f, task, opts, rt.local_worker());
+void discard_fiber(runtime_impl& rt, const fiber_slot& slot, std::size_t state_size,
+                   std::size_t state_align) noexcept {
+  free_join_state(slot.state, state_size, state_align);
+  rt.discard(slot.f, rt.local_worker());
 }
 
-void join_fiber(fiber* f) { (void)join_fiber_until(f, no_deadline); }
+void start_fiber(runtime_impl& rt, fiber* f, task_base* task, join_state* state, const spawn_options& opts) {
+  rt.start(f, task, state, opts, rt.local_worker());
+}
 
-bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token& stop) {
-  if (f->done.load(std::memory_order_acquire)) return true;
+bool join_wait(join_state* s, std::int64_t deadline_ns, const std::stop_token& stop) {
+  if (s->done.load(std::memory_order_acquire)) return true;
   if (deadline_ns == 0 || (has_timer(deadline_ns) && deadline_ns <= now_ns()) || stop.stop_requested()) {
     return false;
   }
   waitable& me = current_waitable();
-  f->join_lock.lock();
-  if (f->done.load(std::memory_order_relaxed)) {
-    f->join_lock.unlock();
+  s->lock.lock();
+  if (s->done.load(std::memory_order_relaxed)) {
+    s->lock.unlock();
     return true;
   }
-  const std::uint64_t token = prepare_wait(me, wait_kind::join, f);
-  f->joiner = &me;
-  f->joiner_token = token;
-  f->join_lock.unlock();
+  // The object of the wait is the fiber, not its join state: a fiber's
+  // block is never freed while its runtime lives, so the hang report may
+  // read it whenever it looks (stack_pool.hpp).
+  const std::uint64_t token = prepare_wait(me, wait_kind::join, s->runner);
+  s->joiner = &me;
+  s->joiner_token = token;
+  // The join hand-off's candidate: the fiber itself, while it has not
+  // finished (it cannot pass fiber_done's lock while we hold it), and only
+  // if it is of the joiner's runtime: a fiber of another is never run by
+  // this one's workers. Once the lock is let go the fiber may finish and
+  // its block serve another fiber of the same runtime; the hand-off checks
+  // under the runqueue's lock that what it takes is queued there.
+  fiber* const joined = me.is_fiber && s->runner->rt == static_cast<fiber&>(me).rt ? s->runner : nullptr;
+  s->lock.unlock();
   if (me.is_fiber) {
     // The join hand-off: a joinee still queued on this worker runs next, in
     // the joiner's place (depth-first fork-join), decided by the block's
-    // own switch. Only within one runtime: a fiber of another is never run
-    // by this one's workers.
+    // own switch.
     worker* w = worker_of_this_thread();
     auto& self = static_cast<fiber&>(me);
-    fiber* const joined = f->rt == self.rt ? f : nullptr;
     if (stop.stop_possible()) {
       // As block(me, token, deadline_ns, stop).
       std::stop_callback on_stop(stop, [&me, token]() noexcept { wake(me, token, wake_reason::stop); });
@@ -221,34 +275,28 @@ bool join_fiber_until(fiber* f, std::int64_t deadline_ns, const std::stop_token&
   }
   // Woken by the exit, or by the deadline or a stop: the exit sets done before it
   // claims, so done tells. A joiner the deadline woke leaves its place
-  // (under join_lock, where the exit reads it); a later join takes it again.
+  // (under the lock, where the exit reads it); a later join takes it again.
   // A fiber that finds done needs no lock: the exit may still be reading
-  // f->joiner under it (its claim, if a timer or stop won, then fails on
+  // s->joiner under it (its claim, if a timer or stop won, then fails on
   // the spent token), and a fiber's waitable outlives any such read (fibers
   // are pooled). A thread's parker ends with its thread: it waits for the
   // exit to leave the lock.
-  if (me.is_fiber && f->done.load(std::memory_order_acquire)) return true;
-  f->join_lock.lock();
-  const bool done = f->done.load(std::memory_order_relaxed);
-  if (!done && f->joiner == &me) f->joiner = nullptr;
-  f->join_lock.unlock();
+  if (me.is_fiber && s->done.load(std::memory_order_acquire)) return true;
+  s->lock.lock();
+  const bool done = s->done.load(std::memory_order_relaxed);
+  if (!done && s->joiner == &me) s->joiner = nullptr;
+  s->lock.unlock();
   return done;
 }
 
-bool fiber_finished(const fiber* f) noexcept { return f->done.load(std::memory_order_acquire); }
-
-void release_fiber(fiber* f) noexcept { f->rt->drop_ref(f); }
-
-void detach_fiber(fiber* f) noexcept {
-  f->join_lock.lock();
-  f->detached = true;
-  const bool done = f->done.load(std::memory_order_relaxed);
-  f->join_lock.unlock();
-  if (done && f->task->error) report_detached_exception(f);
-  f->rt->drop_ref(f);
+void detach_join_state(join_state* s) noexcept {
+  s->lock.lock();
+  s->detached = true;
+  const bool done = s->done.load(std::memory_order_relaxed);
+  s->lock.unlock();
+  if (done && s->error) report_detached_exception(s);
+  release_join_state(s);
 }
-
-std::uint64_t fiber_id_of(const fiber* f) noexcept { return f->id.load(std::memory_order_relaxed); }
 
 }  // namespace usched::detail
 

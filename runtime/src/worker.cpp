@@ -183,7 +183,7 @@ worker_stats worker::stats() const noexcept {
   prev->ctx.fctx = from;
   if (pending_exit_) {
     prev->on_cpu.store(false, std::memory_order_relaxed);
-    rt_.drop_ref(prev, *this);
+    rt_.recycle(prev, *this);
   } else {
     prev->on_cpu.store(false, std::memory_order_release);
   }

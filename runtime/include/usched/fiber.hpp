@@ -57,22 +57,21 @@ struct spawn_options {
 
 namespace detail {
 
+// The typed part of a join state: where the fiber's result goes.
 template <class R>
-struct task_result : task_base {
+struct join_result : join_state {
   alignas(R) unsigned char storage[sizeof(R)];
-  bool has_value = false;
   R& value() noexcept { return *std::launder(reinterpret_cast<R*>(storage)); }
 };
 // A callable that returns a reference: the fiber's result is the object
 // referred to, which the callable's owner keeps alive.
 template <class R>
-struct task_result<R&> : task_base {
+struct join_result<R&> : join_state {
   R* target = nullptr;
-  bool has_value = false;
   R& value() noexcept { return *target; }
 };
 template <>
-struct task_result<void> : task_base {};
+struct join_result<void> : join_state {};
 
 // Whether a callable takes a std::stop_token before its arguments (as
 // std::jthread's does): the fiber is then given one, and its join_handle
@@ -80,30 +79,53 @@ struct task_result<void> : task_base {};
 template <class Fn, class... Args>
 inline constexpr bool takes_stop_token_v = std::is_invocable_v<Fn, std::stop_token, Args...>;
 
-// The stop state of a fiber whose callable takes a stop token, in its task
-// frame; none for the others (a std::stop_source allocates its state).
-template <bool Stoppable>
-struct task_stop {};
-template <>
-struct task_stop<true> {
+// The whole join state of one spawn: the result, and the stop state of a
+// fiber whose callable takes a stop token (none for the others: a
+// std::stop_source allocates its state).
+template <class R, bool Stoppable>
+struct join_state_of final : join_result<R> {
+  join_state_of() noexcept { this->destroy = &join_state_of::drop; }
+  static void drop(join_state* base) noexcept {
+    auto* self = static_cast<join_state_of*>(base);
+    if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
+      if (self->has_value) self->value().~R();
+    }
+    self->~join_state_of();
+    free_join_state(self, sizeof(join_state_of), alignof(join_state_of));
+  }
+};
+template <class R>
+struct join_state_of<R, true> final : join_result<R> {
   std::stop_source source;
+  join_state_of() noexcept {
+    this->destroy = &join_state_of::drop;
+    this->stop = &source;
+  }
+  static void drop(join_state* base) noexcept {
+    auto* self = static_cast<join_state_of*>(base);
+    if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
+      if (self->has_value) self->value().~R();
+    }
+    self->~join_state_of();
+    free_join_state(self, sizeof(join_state_of), alignof(join_state_of));
+  }
 };
 
 // The frame of one spawned callable: the callable with its bound arguments,
-// then the result.
+// and where its result goes.
 template <class R, class Fn, class... Args>
-struct task final : task_result<R>, task_stop<takes_stop_token_v<Fn, Args...>> {
+struct task final : task_base {
   static constexpr bool stoppable = takes_stop_token_v<Fn, Args...>;
+  using state_type = join_state_of<R, stoppable>;
   using bound = std::tuple<Fn, Args...>;
+  state_type* out;
   union {
     bound call;
   };
 
   template <class F, class... A>
-  explicit task(F&& f, A&&... args) : call(std::forward<F>(f), std::forward<A>(args)...) {
+  explicit task(state_type* s, F&& f, A&&... args) : out(s), call(std::forward<F>(f), std::forward<A>(args)...) {
     this->invoke = &task::run;
-    this->destroy = &task::drop;
-    if constexpr (stoppable) this->stop = &this->source;
   }
   ~task() {}
 
@@ -111,7 +133,7 @@ struct task final : task_result<R>, task_stop<takes_stop_token_v<Fn, Args...>> {
   R call_once() {
     if constexpr (stoppable) {
       return std::apply(
-          [this](auto&&... a) -> R { return invoke_first(this->source.get_token(), std::move(a)...); },
+          [this](auto&&... a) -> R { return invoke_first(out->source.get_token(), std::move(a)...); },
           std::move(call));
     } else {
       return std::apply([](auto&&... a) -> R { return std::invoke(std::move(a)...); }, std::move(call));
@@ -124,28 +146,21 @@ struct task final : task_result<R>, task_stop<takes_stop_token_v<Fn, Args...>> {
 
   static void run(task_base* base) noexcept {
     auto* self = static_cast<task*>(base);
+    state_type* s = self->out;
     try {
       if constexpr (std::is_void_v<R>) {
         self->call_once();
       } else if constexpr (std::is_lvalue_reference_v<R>) {
-        self->target = &self->call_once();
-        self->has_value = true;
+        s->target = &self->call_once();
+        s->has_value = true;
       } else {
-        ::new (static_cast<void*>(self->storage)) R(self->call_once());
-        self->has_value = true;
+        ::new (static_cast<void*>(s->storage)) R(self->call_once());
+        s->has_value = true;
       }
     } catch (...) {
-      self->error = std::current_exception();
+      s->error = std::current_exception();
     }
     self->call.~bound();
-  }
-
-  static void drop(task_base* base) noexcept {
-    auto* self = static_cast<task*>(base);
-    if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
-      if (self->has_value) self->value().~R();
-    }
-    self->~task();
   }
 };
 
@@ -184,33 +199,39 @@ struct timed_join<void> {
 // join_handle<R> owns the right to collect a fiber's result. join() waits for
 // it and returns the value or rethrows the exception; detach() gives the fiber
 // up. A handle destroyed while still joinable detaches (like a Tokio
-// JoinHandle, unlike std::thread). Move-only.
+// JoinHandle, unlike std::jthread, whose destructor joins, and std::thread,
+// whose destructor terminates). Move-only.
+//
+// A handle holds the fiber's join state, not the fiber: a finished fiber's
+// stack is reused at once, and the state (the result, kept until collected)
+// is freed when both the fiber and the handle are done with it. So a handle
+// may outlive the fiber, its worker and its runtime: once the runtime is
+// gone (its destructor waits for every fiber), done() is true and join()
+// returns the result at once.
 template <class R>
 class join_handle {
  public:
   join_handle() noexcept = default;
-  join_handle(join_handle&& o) noexcept
-      : fiber_(std::exchange(o.fiber_, nullptr)), task_(std::exchange(o.task_, nullptr)) {}
+  join_handle(join_handle&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
   join_handle& operator=(join_handle&& o) noexcept {
     if (this != &o) {
-      if (fiber_) detach();
-      fiber_ = std::exchange(o.fiber_, nullptr);
-      task_ = std::exchange(o.task_, nullptr);
+      if (state_) detach();
+      state_ = std::exchange(o.state_, nullptr);
     }
     return *this;
   }
   join_handle(const join_handle&) = delete;
   join_handle& operator=(const join_handle&) = delete;
   ~join_handle() {
-    if (fiber_) detach();
+    if (state_) detach();
   }
 
-  bool joinable() const noexcept { return fiber_ != nullptr; }
+  bool joinable() const noexcept { return state_ != nullptr; }
 
   // True once the fiber has returned (join() will not block).
-  bool done() const noexcept { return fiber_ && detail::fiber_finished(fiber_); }
+  bool done() const noexcept { return state_ && state_->done.load(std::memory_order_acquire); }
 
-  fiber_id id() const noexcept { return fiber_id(fiber_ ? detail::fiber_id_of(fiber_) : 0); }
+  fiber_id id() const noexcept { return fiber_id(state_ ? state_->id : 0); }
 
   // The result of try_join(), join_for(), join_until(): std::optional<R>
   // (std::optional<std::reference_wrapper<T>> for R = T&), bool for void.
@@ -242,72 +263,73 @@ class join_handle {
   // source is std::nostopstate. The request is a flag the fiber reads, and
   // every blocking wait of the task API has an overload that takes the
   // token and returns when stop is requested (docs/api.md).
-  bool request_stop() noexcept { return task_ && task_->stop && task_->stop->request_stop(); }
+  bool request_stop() noexcept { return state_ && state_->stop && state_->stop->request_stop(); }
   std::stop_source get_stop_source() const noexcept {
-    return task_ && task_->stop ? *task_->stop : std::stop_source(std::nostopstate);
+    return state_ && state_->stop ? *state_->stop : std::stop_source(std::nostopstate);
   }
   std::stop_token get_stop_token() const noexcept {
-    return task_ && task_->stop ? task_->stop->get_token() : std::stop_token();
+    return state_ && state_->stop ? state_->stop->get_token() : std::stop_token();
   }
 
   // join() blocks the calling fiber (or OS thread) until the fiber returns,
   // then returns its result or rethrows its exception. Requires joinable().
   R join() {
-    if (!fiber_) throw std::logic_error("usched::join_handle::join: not joinable");
-    detail::join_fiber(fiber_);
-    detail::fiber* f = std::exchange(fiber_, nullptr);
-    auto* t = std::exchange(task_, nullptr);
-    if (t->error) {
-      // Move the exception out: the joiner alone owns it from here, so it is
-      // destroyed on the joining thread, not by whichever thread drops the
-      // fiber's last reference.
-      std::exception_ptr e = std::move(t->error);
-      detail::release_fiber(f);
-      std::rethrow_exception(std::move(e));
-    }
-    if constexpr (std::is_void_v<R>) {
-      detail::release_fiber(f);
-    } else if constexpr (std::is_lvalue_reference_v<R>) {
-      R r = t->value();
-      detail::release_fiber(f);
-      return r;
-    } else {
-      struct release_on_exit {
-        detail::fiber* f;
-        ~release_on_exit() { detail::release_fiber(f); }
-      } guard{f};
-      return std::move(t->value());
-    }
+    if (!state_) throw std::logic_error("usched::join_handle::join: not joinable");
+    if (!state_->done.load(std::memory_order_acquire)) (void)detail::join_wait(state_, detail::far_deadline_ns);
+    return collect();
   }
 
   // detach() lets the fiber run on unobserved. If it ends with an exception,
   // the runtime writes one line with the fiber id and the exception's what()
   // to stderr (whatever USCHED_LOG says) and calls std::abort().
   void detach() noexcept {
-    if (!fiber_) return;
-    detail::detach_fiber(std::exchange(fiber_, nullptr));
-    task_ = nullptr;
+    if (!state_) return;
+    detail::detach_join_state(std::exchange(state_, nullptr));
   }
 
  private:
   template <class F, class... Args>
   friend auto detail_spawn(detail::runtime_impl& rt, const spawn_options& opts, F&& f,
                            Args&&... args) -> join_handle<detail::spawn_result_t<F, Args...>>;
-  join_handle(detail::fiber* f, detail::task_result<R>* t) noexcept : fiber_(f), task_(t) {}
+  explicit join_handle(detail::join_result<R>* s) noexcept : state_(s) {}
 
-  timed_result join_by(std::int64_t deadline_ns, const std::stop_token& stop = {}) {
-    if (!fiber_) throw std::logic_error("usched::join_handle: not joinable");
-    if (!detail::join_fiber_until(fiber_, deadline_ns, stop)) return timed_result{};
+  // The result of a finished fiber; the handle lets its state go.
+  R collect() {
+    detail::join_result<R>* s = std::exchange(state_, nullptr);
+    struct release_on_exit {
+      detail::join_state* s;
+      ~release_on_exit() { detail::release_join_state(s); }
+    } guard{s};
+    if (s->error) {
+      // Move the exception out: the joiner alone owns it from here, so it is
+      // destroyed on the joining thread, not by whichever thread drops the
+      // state's last reference.
+      std::exception_ptr e = std::move(s->error);
+      std::rethrow_exception(std::move(e));
+    }
     if constexpr (std::is_void_v<R>) {
-      join();
-      return true;
+      return;
+    } else if constexpr (std::is_lvalue_reference_v<R>) {
+      return s->value();
     } else {
-      return detail::timed_join<R>::of(join());
+      return std::move(s->value());
     }
   }
 
-  detail::fiber* fiber_ = nullptr;
-  detail::task_result<R>* task_ = nullptr;
+  timed_result join_by(std::int64_t deadline_ns, const std::stop_token& stop = {}) {
+    if (!state_) throw std::logic_error("usched::join_handle: not joinable");
+    if (!state_->done.load(std::memory_order_acquire) && !detail::join_wait(state_, deadline_ns, stop)) {
+      return timed_result{};
+    }
+    if constexpr (std::is_void_v<R>) {
+      collect();
+      return true;
+    } else {
+      return detail::timed_join<R>::of(collect());
+    }
+  }
+
+  detail::join_result<R>* state_ = nullptr;
 };
 
 template <class F, class... Args>
@@ -317,16 +339,20 @@ auto detail_spawn(detail::runtime_impl& rt, const spawn_options& opts, F&& f, Ar
   static_assert(!std::is_rvalue_reference_v<R>,
                 "a spawned callable must return a value, an lvalue reference or void, not an rvalue reference");
   using frame = detail::task<R, std::decay_t<F>, std::decay_t<Args>...>;
-  detail::fiber_slot slot = detail::allocate_fiber(rt, sizeof(frame), alignof(frame), opts);
+  using state = typename frame::state_type;
+  const detail::fiber_slot slot =
+      detail::allocate_fiber(rt, sizeof(frame), alignof(frame), sizeof(state), alignof(state), opts);
+  auto* s = ::new (slot.state) state();
   frame* t;
   try {
-    t = ::new (slot.frame) frame(std::forward<F>(f), std::forward<Args>(args)...);
+    t = ::new (slot.frame) frame(s, std::forward<F>(f), std::forward<Args>(args)...);
   } catch (...) {
-    detail::discard_fiber(rt, slot.f);
+    s->~state();
+    detail::discard_fiber(rt, slot, sizeof(state), alignof(state));
     throw;
   }
-  detail::start_fiber(rt, slot.f, t, opts);
-  return join_handle<R>(slot.f, t);
+  detail::start_fiber(rt, slot.f, t, s, opts);
+  return join_handle<R>(s);
 }
 
 // spawn() starts `f(args...)` as a new fiber of the runtime the caller runs
