@@ -290,6 +290,9 @@ class engine {
   bool has_queued(int cpu, std::memory_order order = std::memory_order_relaxed) const noexcept {
     return rq(cpu).nr_queued.load(order) != 0;
   }
+  // nr_queued(): how many fibers wait in cpu's queue (relaxed: a count
+  // for the backend's spawn backlog, exact only under the lock).
+  unsigned nr_queued(int cpu) const noexcept { return rq(cpu).nr_queued.load(std::memory_order_relaxed); }
   // resched_asked(): whether cpu's running fiber has been asked to yield
   // at its next preempt point (a wake-up, the tick, an active balance).
   // slice_ns(): the slice it was given when picked (the fixed slice under
