@@ -604,11 +604,23 @@ TEST_CASE("conformance: a fork-join tree keeps few fibers alive with the join ha
     CHECK(fibers == (leaves * 10 - 1) / 9);  // 1 + 10 + ... + leaves
     if (handoff) {
       CHECK(peak.load() <= 1 + levels * 10);
-    } else if (usched::make_policy(policy)->traits().discipline != usched::queue_discipline::lifo) {
-      // FIFO and fair queues run the tree breadth-first without it: at
-      // least half the leaves are spawned before they run (FIFO: all of
-      // them; CFS: 9,011, the shrinking START_DEBIT runs some early).
+    } else if (const auto d = usched::make_policy(policy)->traits().discipline; d == usched::queue_discipline::fair) {
+      // A fair queue runs the tree breadth-first without it: at least half
+      // the leaves are spawned before they run (9,011 with 10,000 leaves,
+      // the shrinking START_DEBIT runs some early). The spawn backlog's
+      // yield does not change that: each fiber spawns only ten, and a
+      // yield under CFS keeps the CPU while the queued fibers' vruntime
+      // is more than the wake-up granularity ahead of the yielder's.
+      INFO("peak=" << peak.load());
       CHECK(peak.load() >= leaves / 2);
+    } else if (d == usched::queue_discipline::fifo) {
+      // So does a FIFO queue, as far as the spawn backlog lets it: a
+      // spawn that finds 1,024 fibers queued yields to them, so the live
+      // fibers are the queue's 1,024 and the parents blocked in their
+      // joins, about one for nine queued.
+      INFO("peak=" << peak.load());
+      CHECK(peak.load() >= std::min(leaves / 2, 1024L));
+      CHECK(peak.load() <= 2 * 1024);
     }
   }
 }

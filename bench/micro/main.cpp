@@ -16,6 +16,8 @@
 //   spawn_join         1,000,000 fibers in batches of 1,000, spawned and joined
 //                      from a fiber: ns per fiber, first run and warm run
 //   spawn_join_thread  the same, spawned and joined from a non-fiber thread
+//   spawn_all          --fibers / 2 fibers spawned with their handles kept,
+//                      then joined: ns per fiber, peak RSS
 //   live_rss           100,000 fibers alive at once (blocked): resident bytes per fiber
 //   skynet             1,000,000 leaves of a 10-ary tree of fibers; sums travel
 //                      up through join handles: total ms, result checked
@@ -109,6 +111,7 @@ void register_usched(const env& e) {
   reg("yield_apart", e, yield_apart::measure_usched);
   reg("spawn_join", e, spawn_join::measure_usched);
   reg("spawn_join_thread", e, spawn_join_thread::measure_usched);
+  reg("spawn_all", e, spawn_all::measure_usched);
   reg("live_rss", e, live_rss::measure_usched);
   reg("skynet", e, skynet::measure_usched);
   reg("fanout", e, fanout::measure_usched);

@@ -115,7 +115,7 @@ struct config {
 constexpr const char* same_worker = "^(yield|yield_apart|chan_same|future_same)/";
 constexpr const char* yield_only = "^yield/";
 constexpr const char* multi_worker =
-    "^(spawn_join|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier|select)";
+    "^(spawn_join|spawn_all|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier|select)";
 constexpr const char* wake_only = "^wake_";
 constexpr const char* timer_only = "^timer_late/";
 constexpr const char* io_only = "^io_late/";
@@ -430,6 +430,11 @@ std::vector<block> make_blocks(const options& o) {
                with_against({base(p, "usW", "spawn_join"), plain(p + ", from a thread", "usW", "spawn_join_thread"),
                 peer("boost-ws", "bwsW", "spawn_join"), peer("boost-shared", "bshW", "spawn_join"),
                 peer("thread", "thread", "spawn_join")}, "vsW", "spawn_join")});
+  b.push_back({"spawn_all: ns per fiber, " + thousands(o.fibers() / 2) +
+                   " spawned from a fiber with their handles kept, then joined, " + ws,
+               {{"warm ns/fiber", "ns"}, {"first-run ns/fiber", "ns_first"},
+                {"peak RSS MiB", "peak_rss_mib", false}},
+               with_against({base(p, "usW", "spawn_all")}, "vsW", "spawn_all")});
   b.push_back({"live_rss: resident bytes per blocked fiber, 100,000 alive at once, " + ws,
                {{"bytes/fiber", "bytes_per_fiber"}, {"stack bytes", "stack_bytes", false}},
                {base(p, "usW", "live_rss"), peer("boost-ws", "bwsW", "live_rss")}});

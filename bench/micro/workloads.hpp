@@ -35,6 +35,10 @@ namespace yield_apart { measure_fn measure_usched, measure_boost; }
 // fiber: ns per fiber, first run and warm run (threads: 20,000 threads).
 namespace spawn_join { measure_fn measure_usched, measure_boost, measure_thread; }
 
+// spawn_all: --fibers / 2 fibers spawned from a fiber with their handles
+// kept, then joined: ns per fiber (first and warm run), peak RSS.
+namespace spawn_all { measure_fn measure_usched; }
+
 // spawn_join_thread: the same, spawned and joined from a non-fiber thread.
 namespace spawn_join_thread { measure_fn measure_usched; }
 
