@@ -7,7 +7,7 @@
 //              on one worker, as many fibers block (each holding its 16 KiB
 //              stack) as the mprotect guard budget has stacks (a quarter of
 //              vm.max_map_count, two mappings a stack) plus 64, then one more
-//              overflows its stack by about 2 KiB, writing every frame
+//              (labelled "deep recursion") overflows its stack by about 2 KiB, writing every frame
 //              whole, and returns. With USCHED_GUARD_PAGES=mprotect that stack
 //              is past the budget and has no guard page, and its canary
 //              reports the overflow when the fiber exits; with guard regions
@@ -19,6 +19,25 @@
 //   frame KIB  the same with a fixed frame of KIB KiB (72, 100 or 130): a
 //              frame that spans the guard page and writes only its lowest
 //              bytes would otherwise land in the neighbouring stack block.
+//   overflow-labelled
+//              the overflow, by a fiber spawned with the label "deep
+//              recursion": the line names it by its id and its label.
+//   unclashed KIB
+//              a fiber labelled "big frame" on a 64 KiB stack enters a frame
+//              of KIB KiB built without stack-clash protection and writes its
+//              far end (death_probe_unclashed.cpp). The fiber is the first of
+//              its slab, the lowest block: 68 KiB puts the stack pointer and
+//              the write in its own guard page; 1024 KiB puts them a little
+//              under 1 MiB below the slab, in memory nothing maps.
+//   unclashed-neighbour
+//              the same with a 141 KiB frame, by a fiber spawned from a
+//              fiber (labelled "parent"): it gets the top block of the slab,
+//              and its frame lands in the guard page of the block below, a
+//              pooled fiber's.
+//   plain-thread-fault
+//              a plain thread writes through a null pointer while a runtime
+//              runs: the default SIGSEGV, no overflow report.
+//   fiber-fault  the same from a fiber, on its own stack: not an overflow.
 //   detached   a detached fiber throws; the runtime writes one line with the
 //              fiber id and the exception, then aborts.
 //   detached-labelled  the same, for a fiber spawned with a label.
@@ -39,6 +58,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +70,11 @@
 #include <vector>
 
 #include <usched/usched.hpp>
+
+namespace death_probe {
+// death_probe_unclashed.cpp
+bool unclashed_frame(std::size_t kib);
+}  // namespace death_probe
 
 namespace {
 
@@ -106,7 +131,9 @@ void overflow_many(usched::options opts, long n) {
     // A 16 KiB stack has a little more than that to use (the rest of its
     // pages), up to 4 KiB more: 2 KiB past the rounded-up end reaches into
     // the page below the stack, not past it.
-    usched::spawn([] {
+    usched::spawn_options labelled;
+    labelled.label = "deep recursion";
+    usched::spawn(labelled, [] {
       const char* start = reinterpret_cast<const char*>(__builtin_frame_address(0));
       return recurse_until(start, 16 * 1024 + 3 * 1024 + 512);
     }).join();
@@ -161,6 +188,36 @@ void big_frame(const char* how, const char* kib) {
   }
   std::fprintf(stderr, "death_probe: the %s KiB frame returned\n", kib);
 }
+
+// The unclashed modes: a frame of `kib` KiB without stack-clash protection,
+// in the first fiber (the lowest block of the first slab) or, for the
+// neighbour, in a fiber it spawns (the top block).
+void unclashed(const char* kib_arg, bool neighbour) {
+  usched::options opts = usched::options::from_env();
+  opts.stack_size = big_frame_stack;
+  usched::runtime rt(opts);
+  const std::size_t kib = std::strtoul(kib_arg, nullptr, 10);
+  usched::spawn_options big;
+  big.label = "big frame";
+  bool known = true;
+  if (neighbour) {
+    usched::spawn_options parent;
+    parent.label = "parent";
+    rt.spawn(parent, [&] { usched::spawn(big, [&] { known = death_probe::unclashed_frame(kib); }).join(); }).join();
+  } else {
+    rt.spawn(big, [&] { known = death_probe::unclashed_frame(kib); }).join();
+  }
+  if (!known) {
+    std::fprintf(stderr, "death_probe: unclashed frame '%s' KiB is not one of: 68, 141, 1024\n", kib_arg);
+    std::exit(2);
+  }
+  std::fprintf(stderr, "death_probe: the unclashed %s KiB frame returned\n", kib_arg);
+}
+
+// Where a write through it faults: a null pointer the compiler cannot see.
+volatile std::uintptr_t nowhere = 0;
+
+[[gnu::noinline]] void write_nowhere() { *reinterpret_cast<volatile int*>(nowhere) = 1; }
 
 // Sends this process's stderr through a pipe, relaying it line by line, and
 // ends the process with status 0 once `lines` lines naming a blocked fiber
@@ -235,6 +292,32 @@ int main(int argc, char** argv) {
       opts.stack_size = 16 * 1024;
       usched::runtime rt(opts);
       rt.run([] { return recurse(0); });
+    } else if (std::strcmp(mode, "overflow-labelled") == 0) {
+      opts.stack_size = 16 * 1024;
+      usched::runtime rt(opts);
+      usched::spawn_options so;
+      so.label = "deep recursion";
+      rt.spawn(so, [] { return recurse(0); }).join();
+    } else if (std::strcmp(mode, "unclashed") == 0 && argc > 2) {
+      unclashed(argv[2], false);
+    } else if (std::strcmp(mode, "unclashed-neighbour") == 0) {
+      unclashed("141", true);
+    } else if (std::strcmp(mode, "plain-thread-fault") == 0) {
+      usched::runtime rt(opts);
+      rt.run([] {
+        std::fprintf(stderr, "death_probe: a plain thread writes through a null pointer\n");
+        std::thread(write_nowhere).join();
+      });
+      std::fprintf(stderr, "death_probe: the plain thread's write did not fault\n");
+    } else if (std::strcmp(mode, "fiber-fault") == 0) {
+      usched::runtime rt(opts);
+      usched::spawn_options so;
+      so.label = "null writer";
+      rt.spawn(so, [] {
+        std::fprintf(stderr, "death_probe: a fiber writes through a null pointer\n");
+        write_nowhere();
+      }).join();
+      std::fprintf(stderr, "death_probe: the fiber's write did not fault\n");
     } else if (std::strcmp(mode, "overflow-many") == 0 && argc > 2 && std::strcmp(argv[2], "past-budget") == 0) {
       overflow_many(opts, past_budget());
     } else if ((std::strcmp(mode, "alloca") == 0 || std::strcmp(mode, "frame") == 0) && argc > 2) {
@@ -273,7 +356,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|overflow-many past-budget|alloca KIB|frame KIB|detached|detached-labelled|task-group-unobserved|hang|self-destroy|config|start\n");
+      std::fprintf(stderr, "usage: death_probe overflow|overflow-labelled|overflow-many past-budget|alloca KIB|frame KIB|unclashed KIB|unclashed-neighbour|plain-thread-fault|fiber-fault|detached|detached-labelled|task-group-unobserved|hang|self-destroy|config|start\n");
       return 2;
     }
     return 0;

@@ -4,6 +4,7 @@
 // line on stderr and aborts.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -42,6 +43,31 @@ std::string fiber_name(std::uint64_t id, const char* label) {
 
 std::string fiber_name(const fiber* f) {
   return fiber_name(f->id.load(std::memory_order_relaxed), f->label.load(std::memory_order_relaxed));
+}
+
+char* put_fiber_name(char* p, char* end, const fiber* f) noexcept {
+  char digits[24];
+  int n = 0;
+  for (std::uint64_t v = f->id.load(std::memory_order_relaxed); n == 0 || v != 0; v /= 10) {
+    digits[n++] = static_cast<char>('0' + v % 10);
+  }
+  while (n) *p++ = digits[--n];
+  const char* label = f->label.load(std::memory_order_relaxed);
+  if (!label) return p;
+  // ` ("` before the label, `")` after it, and room for a cut: "...".
+  constexpr std::size_t frame = 3 + 2 + 3;
+  if (static_cast<std::size_t>(end - p) <= frame) return p;
+  char* const last = end - 2 - 3;
+  *p++ = ' ';
+  *p++ = '(';
+  *p++ = '"';
+  for (; *label && p < last; ++label) *p++ = *label == '\n' ? ' ' : *label;
+  if (*label) {
+    for (int i = 0; i < 3; ++i) *p++ = '.';
+  }
+  *p++ = '"';
+  *p++ = ')';
+  return p;
 }
 
 namespace {

@@ -20,6 +20,14 @@ namespace usched::detail {
 std::string fiber_name(const fiber* f);
 std::string fiber_name(std::uint64_t id, const char* label);
 
+// put_fiber_name() writes what fiber_name() returns into [p, end) without
+// allocating or locking, for the reports made inside a signal handler (the
+// stack overflow's); returns the end of what it wrote. A label too long for
+// the room is cut short and ends in "...", a newline in it is a space (the
+// report is one line). Requires end - p >= 32 (room for the id). Any
+// thread; async-signal-safe.
+char* put_fiber_name(char* p, char* end, const fiber* f) noexcept;
+
 // report_detached_exception() ends the process for a detached fiber that
 // finished with an uncaught exception, kept in its join state `s`, which
 // nobody else will see. Flushes the log of the caller's runtime first.

@@ -1,6 +1,7 @@
 // overflow.cpp
 #include "overflow.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "fatal.hpp"
 #include "runtime_impl.hpp"
 #include "stack_pool.hpp"
 
@@ -66,24 +68,48 @@ void chain(int sig, siginfo_t* info, void* uctx) {
   signal(sig, SIG_DFL);
 }
 
-// The one-line report, then the end: "usched: fiber N overflowed its K KiB
-// stack (<what> 0x...); raise ...". Async-signal-safe.
-[[noreturn]] void die_of_overflow(const fiber* f, std::size_t stack_kib, const char* what, std::uintptr_t at) {
-  char buf[256];
-  char* p = buf;
-  p = put_str(p, "usched: fiber ");
-  p = put_dec(p, f->id.load(std::memory_order_relaxed));
-  p = put_str(p, " overflowed its ");
-  p = put_dec(p, stack_kib);
-  p = put_str(p, " KiB stack (");
-  p = put_str(p, what);
-  p = put_hex(p, at);
-  p = put_str(p, "); raise USCHED_STACK_KB or options::stack_size\n");
-  ssize_t ignored = write(STDERR_FILENO, buf, static_cast<std::size_t>(p - buf));
-  (void)ignored;
-  signal(SIGABRT, SIG_DFL);
-  abort();
-}
+// The one-line report, then the end: "usched: fiber N ("label") overflowed
+// its K KiB stack (<what>); raise ...", where <what> says which of the
+// guards caught it and where. Async-signal-safe: every part is formatted
+// into one buffer on the alternate signal stack and written with one
+// write().
+class overflow_report {
+ public:
+  overflow_report(const fiber* f, std::size_t stack_kib) noexcept {
+    p_ = put_str(p_, "usched: fiber ");
+    p_ = put_fiber_name(p_, buf_ + label_room, f);
+    p_ = put_str(p_, " overflowed its ");
+    p_ = put_dec(p_, stack_kib);
+    p_ = put_str(p_, " KiB stack (");
+  }
+  overflow_report& str(const char* s) noexcept {
+    p_ = put_str(p_, s);
+    return *this;
+  }
+  overflow_report& dec(std::uint64_t v) noexcept {
+    p_ = put_dec(p_, v);
+    return *this;
+  }
+  overflow_report& hex(std::uintptr_t v) noexcept {
+    p_ = put_hex(p_, v);
+    return *this;
+  }
+  [[noreturn]] void die() noexcept {
+    p_ = put_str(p_, "); raise USCHED_STACK_KB or options::stack_size\n");
+    ssize_t ignored = write(STDERR_FILENO, buf_, static_cast<std::size_t>(p_ - buf_));
+    (void)ignored;
+    signal(SIGABRT, SIG_DFL);
+    abort();
+  }
+
+ private:
+  // The id and the label end within label_room bytes (a longer label is cut
+  // short); the rest of the line, numbers and fixed words, fits the other
+  // 256.
+  static constexpr std::size_t label_room = 256;
+  char buf_[label_room + 256];
+  char* p_ = buf_;
+};
 
 // The stack pointer at the fault, from the signal's context.
 std::uintptr_t stack_pointer_of(void* uctx) noexcept {
@@ -98,6 +124,46 @@ std::uintptr_t stack_pointer_of(void* uctx) noexcept {
 #endif
 }
 
+// The stacks of the calling thread that are not a fiber's: the thread's own
+// (a worker's scheduling loop and idle context run on it) and the
+// alternate signal stack, set by alt_signal_stack for a worker's thread.
+// Plain values in initial-exec TLS: the handler reads them as it reads the
+// worker pointer.
+struct thread_stacks {
+  std::uintptr_t own_lo = 0, own_hi = 0;
+  std::uintptr_t alt_lo = 0, alt_hi = 0;
+  bool holds(std::uintptr_t sp) const noexcept {
+    return (sp >= own_lo && sp < own_hi) || (sp >= alt_lo && sp < alt_hi);
+  }
+};
+thread_local thread_stacks this_thread_stacks;
+
+// on_fault() decides whether a SIGSEGV or SIGBUS is the running fiber's
+// stack overflow. Every case, and why it is (or is not) one:
+//
+//  - Not a worker thread, or a worker with no fiber running (its own loop,
+//    idle): not a fiber's fault, whatever the addresses. A plain thread's
+//    stack may well lie below some fiber's block; it is never compared.
+//  - The fault address in the fiber's guard page, or in the page below it
+//    (a frame may step over part of the guard before its first touch): the
+//    guard caught it, a guard region or a PROT_NONE page alike.
+//  - The stack pointer below the fiber's stack: a frame moved it there,
+//    past the guard page (a frame bigger than a page, entered without
+//    stack-clash probes, or any frame of a stack that has only a canary).
+//    Whatever faulted next (the neighbouring block's guard page, memory
+//    below the slab) faulted because the fiber ran off its stack: it is the
+//    overflow, reported with the stack pointer and the fault address. The
+//    stack pointer inside the neighbouring fiber's block is this case too:
+//    it is the overflowing fiber that runs there, not the neighbour, which
+//    is not running (a block's stack is used only by its own fiber).
+//  - The stack pointer below the stack but inside this thread's own stack
+//    or its alternate signal stack: the worker was switching (the current
+//    fiber is set before the switch lands on its stack), or a handler of
+//    the application's runs on the alternate stack. Not an overflow.
+//  - The stack pointer inside the fiber's stack, or above it: an ordinary
+//    fault (a null pointer, a use after free) of code running normally.
+// Anything that is not an overflow goes on to the handler installed before
+// ours, or to the default action.
 void on_fault(int sig, siginfo_t* info, void* uctx) {
   worker* w = worker_of_this_thread();
   fiber* f = w ? w->current_fiber() : nullptr;
@@ -106,17 +172,16 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
     const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
     const auto page = static_cast<std::uintptr_t>(w->rt().pool().page_size());
     const auto guard = reinterpret_cast<std::uintptr_t>(f->block);
-    if (f->guarded) {
-      // A frame may step over part of the guard page before touching
-      // memory, so accept a fault anywhere from one page below the guard to
-      // its end.
-      if (addr + page >= guard && addr < guard + page) die_of_overflow(f, kib, "fault at ", addr);
-    } else {
-      // No guard page: the overflow ran on through the blocks below until
-      // something faulted; the stack pointer says whose stack it was.
-      const std::uintptr_t sp = stack_pointer_of(uctx);
-      const auto bottom = reinterpret_cast<std::uintptr_t>(f->ctx.stack_bottom);
-      if (sp != 0 && sp < bottom) die_of_overflow(f, kib, "no guard page; stack pointer at ", sp);
+    if (f->guarded && addr + page >= guard && addr < guard + page) {
+      overflow_report(f, kib).str("fault at ").hex(addr).die();
+    }
+    const std::uintptr_t sp = stack_pointer_of(uctx);
+    const auto bottom = reinterpret_cast<std::uintptr_t>(f->ctx.stack_bottom);
+    if (sp != 0 && sp < bottom && !this_thread_stacks.holds(sp)) {
+      overflow_report r(f, kib);
+      if (!f->guarded) r.str("no guard page; ");
+      r.str("stack pointer at ").hex(sp).str(", ").dec((bottom - sp + 1023) / 1024).str(" KiB below it");
+      r.str("; fault at ").hex(addr).die();
     }
   }
   chain(sig, info, uctx);
@@ -126,8 +191,10 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
 
 void check_stack_canary(const fiber* f, std::size_t stack_kib) noexcept {
   if (stack_pool::canary_intact(f)) [[likely]] return;
-  die_of_overflow(f, stack_kib, "no guard page; its canary overwritten below ",
-                  reinterpret_cast<std::uintptr_t>(f->ctx.stack_bottom));
+  overflow_report(f, stack_kib)
+      .str("no guard page; its canary overwritten below ")
+      .hex(reinterpret_cast<std::uintptr_t>(f->ctx.stack_bottom))
+      .die();
 }
 
 void install_overflow_handler() noexcept {
@@ -144,6 +211,17 @@ void install_overflow_handler() noexcept {
 }
 
 alt_signal_stack::alt_signal_stack() noexcept {
+  thread_stacks& mine = this_thread_stacks;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* lo = nullptr;
+    std::size_t size = 0;
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+      mine.own_lo = reinterpret_cast<std::uintptr_t>(lo);
+      mine.own_hi = mine.own_lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
   void* p = mmap(nullptr, alt_stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                  -1, 0);
   if (p == MAP_FAILED) return;
@@ -156,9 +234,12 @@ alt_signal_stack::alt_signal_stack() noexcept {
   }
   mem_ = p;
   size_ = alt_stack_bytes;
+  mine.alt_lo = reinterpret_cast<std::uintptr_t>(p);
+  mine.alt_hi = mine.alt_lo + alt_stack_bytes;
 }
 
 alt_signal_stack::~alt_signal_stack() {
+  this_thread_stacks = {};
   if (!mem_) return;
   stack_t ss{};
   ss.ss_flags = SS_DISABLE;

@@ -242,6 +242,28 @@ class future_state_base {
     publish();
   }
 
+  // A select's side of the state (usched/select.hpp), which waits on it as
+  // on a channel: it takes select_lock() with its channels' locks, polls,
+  // links a waiter armed with its one token, and after it wakes unlinks it
+  // again if publish() did not. publish() notifies that waiter as any
+  // other: its claim of the token is what makes the future's case the one
+  // taken, and a claim lost to another case leaves the select alone.
+  spinlock& select_lock() noexcept { return lock_; }
+  // ready_locked(): the result is ready, or a deferred call waits to be run
+  // (nothing to wait for: a wait() or get() runs it on the caller).
+  // Requires lock_.
+  bool ready_locked() const noexcept {
+    return ready_.load(std::memory_order_relaxed) || deferred_ == deferred::pending;
+  }
+  // link_locked() links `w`, armed by its caller; requires lock_.
+  void link_locked(waiter& w) noexcept { waiters_.push_back(w); }
+  // unlink() takes `w` off the list, unless publish() took it off already
+  // (and may be notifying it until it lets the lock go). Takes lock_.
+  void unlink(waiter& w) noexcept {
+    std::lock_guard<spinlock> g(lock_);
+    if (w.linked) waiters_.remove(w);
+  }
+
   // abandon() is a producer going away: if nothing was set, the result is
   // future_error(broken_promise). Takes lock_.
   void abandon() noexcept {
@@ -374,11 +396,20 @@ class deferred_state final : public future_state<R> {
   std::tuple<Fn, Args...> call_;
 };
 
-// future_access lets the producers make futures from a state.
+template <class R>
+class future_waits;
+
+// future_access lets the producers make futures from a state, and a
+// select's future case find the state of a future.
 struct future_access {
   template <class R>
   static future<R> make(std::shared_ptr<future_state<R>> s) {
     return future<R>(std::move(s));
+  }
+  // The state of `f`, null if it has none (!f.valid()).
+  template <class R>
+  static future_state<R>* state_of(const future_waits<R>& f) noexcept {
+    return f.state_.get();
   }
 };
 
@@ -458,6 +489,7 @@ class future_waits {
   }
 
  protected:
+  friend struct future_access;
   future_waits() noexcept = default;
   explicit future_waits(std::shared_ptr<future_state<R>> s) noexcept : state_(std::move(s)) {}
   future_state<R>& checked() const {

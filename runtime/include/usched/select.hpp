@@ -1,9 +1,10 @@
-// usched/select.hpp: wait on several channel operations at once, Go's
-// `select` (Tokio's `select!`).
+// usched/select.hpp: wait on several channel operations and futures at
+// once, Go's `select` (Tokio's `select!`).
 //
 //   std::size_t taken = usched::select(
 //       usched::on_recv(jobs, [&](std::optional<job> j) { ... }),  // empty: closed
 //       usched::on_send(results, std::move(r), [&](bool sent) { ... }),
+//       usched::on_ready(reply, [&](std::string r) { ... }),       // reply.get()
 //       usched::on_timeout(10ms, [&] { ... }));
 //
 // Exactly one case takes effect, and select returns its index (in argument
@@ -11,7 +12,9 @@
 // operation can complete now: a receive with a value buffered or a sender
 // waiting, or on a closed channel (the callback gets an empty optional); a
 // send with room or a receiver waiting, or on a closed channel (the callback
-// gets false, the value not sent). Among the cases ready at once, one is
+// gets false, the value not sent); a future case when the future's result
+// is (or its deferred call has yet to run, which the case then runs on the
+// caller). Among the cases ready at once, one is
 // picked at random, so no case starves another. on_default() is taken when
 // no case is ready (a select that never blocks); on_timeout() when none
 // became ready in time; on_stop() when stop is requested first.
@@ -28,6 +31,16 @@
 // channel's lock: a waker that lost the claim may still be looking at it)
 // and runs the winning case. An item is therefore delivered to at most one
 // case, and never lost: the waker that lost the claim still has it.
+//
+// A future case waits the same way, on the future's shared state: its lock
+// is taken with the channels', in the same address order, and its waiter is
+// linked among the state's waiters with the select's token. The producer's
+// publish() notifies every waiter of the state: for the select's it claims
+// the token, and the claim won is what makes the future's case the one
+// taken; a claim lost (another case won) costs the select nothing, and the
+// result stays in the state for whoever gets it. (Such a wake-up is
+// counted as a channel's in runtime::stats(): a select's wake-up reason is
+// read from what it waits in.)
 #pragma once
 
 #include <algorithm>
@@ -46,6 +59,7 @@
 
 #include <usched/channel.hpp>
 #include <usched/detail/deadline.hpp>
+#include <usched/future.hpp>
 #include <usched/detail/spinlock.hpp>
 #include <usched/detail/wait.hpp>
 
@@ -116,7 +130,9 @@ struct channel_access {
   return state * 0x2545F4914F6CDD1DULL;
 }
 
-enum class select_kind : std::uint8_t { channel, timeout, deflt, stop };
+// The kinds of case: the channel and future cases are polled, linked and
+// unlinked alike (the waiting cases); the others are the select's own.
+enum class select_kind : std::uint8_t { channel, future, timeout, deflt, stop };
 
 // Calls `fn` with what a case delivers, or with nothing if it takes nothing.
 template <class F, class... A>
@@ -219,6 +235,80 @@ class send_case {
   detail::channel_waiter w_;
 };
 
+// One future case of a select (on_ready), over a future<R> or a
+// shared_future<R> (`Fut`, const for a shared_future), which the case refers
+// to and which must be valid (future_error(no_state) when the case is made
+// otherwise). Once taken, a deferred call not yet run is run on the caller,
+// and the callback is called with, the first that it takes:
+//  - the future itself (Fut&): it may get() the result, which rethrows the
+//    exception there, in the callback;
+//  - the result (not for R = void): the case calls get(), so a future is
+//    no longer valid after, and the exception propagates from select (the
+//    case has taken effect, as a throwing callback's has);
+//  - nothing: the future is left as it is, valid and ready, for a get()
+//    later.
+// A case not taken leaves the future untouched.
+template <class Fut, class F>
+class ready_case {
+ public:
+  static constexpr detail::select_kind kind = detail::select_kind::future;
+  ready_case(Fut& fut, F fn) : fut_(&fut), state_(detail::future_access::state_of(fut)), fn_(std::move(fn)) {
+    if (!state_) detail::throw_future_error(future_errc::no_state);
+  }
+  ready_case(const ready_case&) = delete;
+  ready_case& operator=(const ready_case&) = delete;
+
+  // The select's side of the case; not for users.
+  const void* object() const noexcept { return state_; }
+  detail::spinlock& lock() noexcept { return state_->select_lock(); }
+  bool poll_locked() noexcept { return state_->ready_locked(); }
+  void link_locked(detail::waitable& me, std::uint64_t token) noexcept {
+    w_ = detail::waiter{};
+    w_.who = &me;
+    w_.token = token;
+    state_->link_locked(w_);
+  }
+  void unlink() noexcept { state_->unlink(w_); }
+  // publish() sets `ok` when its claim of the select's token won.
+  detail::channel_outcome outcome() const noexcept {
+    return w_.ok ? detail::channel_outcome::done : detail::channel_outcome::pending;
+  }
+  void reset() noexcept {}
+  std::exception_ptr error() noexcept { return {}; }
+  void fire() {
+    // Ready, or a deferred call to run here: either way this returns with
+    // the result in place, without blocking on anyone.
+    fut_->wait();
+    if constexpr (std::is_invocable_v<F&, Fut&>) {
+      std::invoke(fn_, *fut_);
+    } else if constexpr (takes_result) {
+      std::invoke(fn_, fut_->get());
+    } else {
+      std::invoke(fn_);
+    }
+  }
+
+ private:
+  using result_t = decltype(std::declval<Fut&>().get());
+  static constexpr bool takes_result = [] {
+    if constexpr (std::is_void_v<result_t>) {
+      return false;
+    } else {
+      return std::is_invocable_v<F&, result_t>;
+    }
+  }();
+
+ public:
+  // What on_ready() checks of a callback.
+  static constexpr bool callable = std::is_invocable_v<F&, Fut&> || takes_result || std::is_invocable_v<F&>;
+
+ private:
+  Fut* fut_;
+  detail::future_state_base* state_;
+  F fn_;
+  detail::waiter w_;
+};
+
 // The timeout of a select (on_timeout): taken when no case became ready by
 // its deadline.
 template <class F>
@@ -288,6 +378,23 @@ send_case<T, std::decay_t<F>> on_send(channel<T>& ch, const std::type_identity_t
   return {ch, v, std::forward<F>(fn), std::true_type{}};
 }
 
+// on_ready(fut, fn): the result of `fut`, a future<R> or a shared_future<R>
+// (valid: future_error(no_state) otherwise); fn(future&), fn(result) or fn()
+// (see ready_case). The case refers to `fut`, which outlives the select call
+// it is written in.
+template <class R, class F>
+ready_case<future<R>, std::decay_t<F>> on_ready(future<R>& fut, F&& fn) {
+  static_assert(ready_case<future<R>, std::decay_t<F>>::callable,
+                "usched::on_ready: the callback takes the future, its result, or nothing");
+  return {fut, std::forward<F>(fn)};
+}
+template <class R, class F>
+ready_case<const shared_future<R>, std::decay_t<F>> on_ready(const shared_future<R>& fut, F&& fn) {
+  static_assert(ready_case<const shared_future<R>, std::decay_t<F>>::callable,
+                "usched::on_ready: the callback takes the shared_future, its result, or nothing");
+  return {fut, std::forward<F>(fn)};
+}
+
 // on_timeout(d, fn) / on_timeout(tp, fn): give up after `d` (from when the
 // case is made) or at `tp` (any clock), calling fn().
 template <class Rep, class Period, class F>
@@ -311,8 +418,11 @@ stop_case<std::decay_t<F>> on_stop(std::stop_token stop, F&& fn) {
 
 namespace detail {
 
+// The cases a select polls under their locks, links a waiter for, and
+// unlinks: channel and future cases.
 template <class C>
-inline constexpr bool is_channel_case = std::remove_cvref_t<C>::kind == select_kind::channel;
+inline constexpr bool is_waiting_case =
+    std::remove_cvref_t<C>::kind == select_kind::channel || std::remove_cvref_t<C>::kind == select_kind::future;
 
 // Locks a select's channels, each once, in address order; unlocks them in
 // the reverse order when it goes.
@@ -336,16 +446,20 @@ class select_locks {
 };
 
 // run_select() is select() over `cases`, a tuple of references to the case
-// objects: poll under every channel's lock, or link a waiter per channel
-// case under one token and block, then unlink and run the case taken (see
-// the top of this file). Returns the index taken. Takes the channels'
-// locks; holds none while it blocks or runs a callback.
+// objects: poll under every channel's (and future's) lock, or link a waiter
+// per channel and future case under one token and block, then unlink and
+// run the case taken (see the top of this file). Returns the index taken.
+// Takes the channels' and futures' locks; holds none while it blocks or runs
+// a callback.
 template <class Tuple, std::size_t... I>
 std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
   using cases_t = std::remove_reference_t<Tuple>;
   constexpr std::size_t n = sizeof...(I);
   constexpr std::array<select_kind, n> kinds = {std::remove_cvref_t<std::tuple_element_t<I, cases_t>>::kind...};
-  constexpr std::size_t n_chan = static_cast<std::size_t>(std::count(kinds.begin(), kinds.end(), select_kind::channel));
+  // The waiting cases, channels' and futures'.
+  constexpr std::size_t n_waiting =
+      static_cast<std::size_t>(std::count(kinds.begin(), kinds.end(), select_kind::channel) +
+                               std::count(kinds.begin(), kinds.end(), select_kind::future));
   constexpr std::size_t n_timeout = static_cast<std::size_t>(std::count(kinds.begin(), kinds.end(), select_kind::timeout));
   constexpr std::size_t n_default = static_cast<std::size_t>(std::count(kinds.begin(), kinds.end(), select_kind::deflt));
   constexpr std::size_t n_stop = static_cast<std::size_t>(std::count(kinds.begin(), kinds.end(), select_kind::stop));
@@ -366,10 +480,10 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
 
   // Runs `f(case)` on case `k`, a runtime index.
   auto visit = [&cases](std::size_t k, auto&& f) { ((k == I ? (void)f(std::get<I>(cases)) : void()), ...); };
-  auto for_each_channel_case = [&cases](auto&& f) {
+  auto for_each_waiting_case = [&cases](auto&& f) {
     (
         [&] {
-          if constexpr (is_channel_case<std::tuple_element_t<I, cases_t>>) f(std::get<I>(cases), I);
+          if constexpr (is_waiting_case<std::tuple_element_t<I, cases_t>>) f(std::get<I>(cases), I);
         }(),
         ...);
   };
@@ -377,15 +491,15 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
   std::int64_t deadline_ns = no_deadline;
   std::stop_token stop;
   const void* object = nullptr;
-  std::array<std::size_t, n_chan> order{};
-  std::array<spinlock*, n_chan> lock_list{};
+  std::array<std::size_t, n_waiting> order{};
+  std::array<spinlock*, n_waiting> lock_list{};
   {
     std::size_t j = 0;
     (
         [&] {
           auto& c = std::get<I>(cases);
           using C = std::remove_cvref_t<decltype(c)>;
-          if constexpr (C::kind == select_kind::channel) {
+          if constexpr (C::kind == select_kind::channel || C::kind == select_kind::future) {
             if (!object) object = c.object();
             lock_list[j] = &c.lock();
             order[j++] = I;
@@ -397,23 +511,23 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
         }(),
         ...);
   }
-  select_locks<n_chan> locks(lock_list);
+  select_locks<n_waiting> locks(lock_list);
 
   for (;;) {
     // A uniformly random poll order (Fisher-Yates): with several cases
     // ready, each is taken as often as the others, whatever its position.
-    for (std::size_t i = n_chan; i > 1; --i) {
+    for (std::size_t i = n_waiting; i > 1; --i) {
       std::swap(order[i - 1], order[static_cast<std::size_t>(select_random() % i)]);
     }
     std::size_t taken = npos;
     waitable* me = nullptr;
     std::uint64_t token = 0;
     {
-      std::unique_lock<select_locks<n_chan>> lk(locks);
+      std::unique_lock<select_locks<n_waiting>> lk(locks);
       for (std::size_t k : order) {
         bool ready = false;
         visit(k, [&](auto& c) {
-          if constexpr (is_channel_case<decltype(c)>) ready = c.poll_locked();
+          if constexpr (is_waiting_case<decltype(c)>) ready = c.poll_locked();
         });
         if (ready) {
           taken = k;
@@ -434,7 +548,7 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
           if (taken == npos) {
             me = &current_waitable();
             token = prepare_wait(*me, wait_kind::select, object);
-            for_each_channel_case([&](auto& c, std::size_t) { c.link_locked(*me, token); });
+            for_each_waiting_case([&](auto& c, std::size_t) { c.link_locked(*me, token); });
           }
         }
       }
@@ -444,7 +558,7 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
       // The winner's waker unlinked it; every other case may still be
       // linked, or be in the hands of a waker that lost the claim.
       channel_outcome how = channel_outcome::pending;
-      for_each_channel_case([&](auto& c, std::size_t k) {
+      for_each_waiting_case([&](auto& c, std::size_t k) {
         if (c.outcome() == channel_outcome::pending) {
           c.unlink();
         } else {
@@ -465,7 +579,7 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
         // A sender claimed a receive case, then its value threw on the way
         // (the sender has the exception): nothing happened here; poll again.
         visit(taken, [](auto& c) {
-          if constexpr (is_channel_case<decltype(c)>) c.reset();
+          if constexpr (is_waiting_case<decltype(c)>) c.reset();
         });
         continue;
       } else if (how == channel_outcome::threw) {
@@ -473,7 +587,7 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
         // still the caller's, and so is the exception.
         std::exception_ptr e;
         visit(taken, [&](auto& c) {
-          if constexpr (is_channel_case<decltype(c)>) e = c.error();
+          if constexpr (is_waiting_case<decltype(c)>) e = c.error();
         });
         std::rethrow_exception(e);
       }
@@ -487,13 +601,15 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
 
 // select(cases...) waits until one case takes effect, runs its callback and
 // returns its index. The cases are made in the call (on_recv, on_send,
-// on_timeout, on_default, on_stop), over channels of any element types;
-// a channel may appear in several cases. Works from fibers and threads.
+// on_ready, on_timeout, on_default, on_stop), over channels of any element
+// types and futures of any result types; a channel or a future may appear
+// in several cases. Works from fibers and threads.
 // Exceptions: what a case's callback throws propagates (the case has taken
 // effect); what a send case's value throws as it is moved propagates with
 // the value still the caller's, and what a buffered value throws as a
 // receive case moves it out propagates with the value still buffered, as
-// for channel::send and channel::recv.
+// for channel::send and channel::recv; what a future case's get() rethrows
+// propagates (the case has taken effect).
 template <class... Cases>
 std::size_t select(Cases&&... cases) {
   static_assert((!std::is_lvalue_reference_v<Cases> && ...),
