@@ -419,6 +419,16 @@ TEST_CASE("task api: blocking() runs more calls than pool threads, and the worke
   CHECK(usched::blocking([&] { return std::this_thread::get_id() == caller; }));
 }
 
+TEST_CASE("task api: outside a fiber, each call that needs one throws, naming its own fix", "[task_api]") {
+  CHECK_THROWS_WITH(usched::spawn([] {}), "usched::spawn called outside a fiber; use runtime::spawn");
+  CHECK_THROWS_WITH(usched::spawn(usched::spawn_options{}, [] {}),
+                    "usched::spawn called outside a fiber; use runtime::spawn");
+  CHECK_THROWS_WITH((void)usched::async([] { return 1; }), "usched::async called outside a fiber; use async(rt, f)");
+  CHECK_THROWS_WITH((void)usched::async(usched::launch::async, [] { return 1; }),
+                    "usched::async called outside a fiber; use async(rt, f)");
+  CHECK_THROWS_WITH(usched::task_group(), "usched::task_group() constructed outside a fiber; use task_group(rt)");
+}
+
 namespace {
 
 // Counts destructions of the copies a callable's capture leaves behind;
