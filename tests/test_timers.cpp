@@ -339,7 +339,9 @@ std::vector<named_sleep> hour_sleeps() {
       {"sleep_until(steady now + 1h, st)",
        [](const std::stop_token& st) { return usched::this_fiber::sleep_until(steady::now() + 1h, st); }},
       {"sleep_until(system now + 1h, st)",
-       [](const std::stop_token& st) { return usched::this_fiber::sleep_until(sys_clock::now() + 1h, st); }},
+       [](const std::stop_token& st) {
+         return usched::this_fiber::sleep_until(sys_clock::now() + 1h, st);
+       }},
       {"sleep_for(seconds::max(), st)",
        [](const std::stop_token& st) { return usched::this_fiber::sleep_for(std::chrono::seconds::max(), st); }},
   };
@@ -373,7 +375,8 @@ TEST_CASE("stoppable sleep: a stop from another fiber ends a one-hour sleep", "[
         probe.attach();
         return s.sleep(st);
       });
-      REQUIRE(usched::test::yield_until([&] { return probe.blocked_in(usched::detail::wait_kind::sleep); }));
+      const auto asleep = [&probe] { return probe.blocked_in(usched::detail::wait_kind::sleep); };
+      REQUIRE(usched::test::yield_until(asleep));
       CHECK(sleeper.request_stop());
       CHECK_FALSE(sleeper.join());
     });

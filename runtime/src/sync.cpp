@@ -51,8 +51,9 @@ namespace detail {
 
 [[noreturn]] void report_channel_destroyed_with_waiters(std::size_t receivers, std::size_t senders) noexcept {
   const std::size_t n = receivers + senders;
-  die("a channel was destroyed while " + std::to_string(n) + (n == 1 ? " fiber or thread was" : " fibers or threads were") +
-      " blocked in it (" + std::to_string(receivers) + " receiving, " + std::to_string(senders) +
+  const char* who = n == 1 ? " fiber or thread was" : " fibers or threads were";
+  die("a channel was destroyed while " + std::to_string(n) + who + " blocked in it (" + std::to_string(receivers) +
+      " receiving, " + std::to_string(senders) +
       " sending); close() it and let the waiters return before destroying it; aborting");
 }
 
