@@ -49,6 +49,14 @@
 //              sleep, a join; and one that keeps running. The destructor
 //              reports them. The probe relays its own stderr and exits
 //              (status 0) once two reports have named every fiber.
+//   mutex-unlocked  a fiber unlocks a usched::mutex nobody holds; the
+//              runtime ends the process with one line naming the fiber.
+//   timed-mutex-unlocked  the same from a plain thread, on a timed_mutex.
+//   mutex-other  fiber 1 holds a mutex and fiber 2 unlocks it (caught where
+//              the library is built without NDEBUG).
+//   recursive-other  the same on a recursive_mutex (caught in every build).
+//   channel-waiters  a channel is destroyed while two fibers wait in its
+//              recv(); one line says how many wait, and the rule.
 //   config     only builds a runtime from the environment (bad input must be
 //              one line on stderr and a non-zero exit).
 //   start      builds a runtime from the environment where its threads cannot
@@ -282,6 +290,50 @@ void hang() {
   }).detach();
 }
 
+// One worker: a fiber spawned here runs only once the spawner blocks (or
+// returns), so every fiber that was started has reached its first wait
+// when the spawner runs again.
+void misuse(usched::options opts, const char* mode) {
+  opts.workers = 1;
+  usched::runtime rt(opts);
+  if (std::strcmp(mode, "mutex-unlocked") == 0) {
+    rt.run([] {
+      usched::mutex m;
+      m.unlock();
+    });
+  } else if (std::strcmp(mode, "mutex-other") == 0 || std::strcmp(mode, "recursive-other") == 0) {
+    const bool recursive = std::strcmp(mode, "recursive-other") == 0;
+    rt.run([recursive] {
+      usched::mutex m;
+      usched::recursive_mutex r;
+      if (recursive) {
+        r.lock();
+        usched::spawn([&r] { r.unlock(); }).join();
+      } else {
+        m.lock();
+        usched::spawn([&m] { m.unlock(); }).join();
+      }
+    });
+  } else if (std::strcmp(mode, "channel-waiters") == 0) {
+    rt.run([] {
+      auto* ch = new usched::channel<int>(0);
+      usched::latch started(2);
+      std::vector<usched::join_handle<void>> hs;
+      for (int i = 0; i < 2; ++i) {
+        hs.push_back(usched::spawn([ch, &started] {
+          started.count_down();
+          (void)ch->recv();
+        }));
+      }
+      // Each receiver counted down, then blocked in recv() before this
+      // fiber could run again.
+      started.wait();
+      delete ch;
+    });
+  }
+  std::fprintf(stderr, "death_probe: the misuse of '%s' went unreported\n", mode);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -345,6 +397,15 @@ int main(int argc, char** argv) {
       rt->spawn([rt] { delete rt; }).detach();
       std::this_thread::sleep_for(std::chrono::seconds(30));
       return 1;
+    } else if (std::strcmp(mode, "mutex-unlocked") == 0 || std::strcmp(mode, "mutex-other") == 0 ||
+               std::strcmp(mode, "recursive-other") == 0 || std::strcmp(mode, "channel-waiters") == 0) {
+      misuse(opts, mode);
+      return 1;
+    } else if (std::strcmp(mode, "timed-mutex-unlocked") == 0) {
+      usched::timed_mutex m;
+      m.unlock();
+      std::fprintf(stderr, "death_probe: the misuse of '%s' went unreported\n", mode);
+      return 1;
     } else if (std::strcmp(mode, "config") == 0) {
       usched::runtime rt(opts);
     } else if (std::strcmp(mode, "start") == 0) {
@@ -356,7 +417,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "death_probe: every worker started\n");
     } else {
-      std::fprintf(stderr, "usage: death_probe overflow|overflow-labelled|overflow-many past-budget|alloca KIB|frame KIB|unclashed KIB|unclashed-neighbour|plain-thread-fault|fiber-fault|detached|detached-labelled|task-group-unobserved|hang|self-destroy|config|start\n");
+      std::fprintf(stderr, "usage: death_probe overflow|overflow-labelled|overflow-many past-budget|alloca KIB|frame KIB|unclashed KIB|unclashed-neighbour|plain-thread-fault|fiber-fault|detached|detached-labelled|task-group-unobserved|hang|self-destroy|mutex-unlocked|timed-mutex-unlocked|mutex-other|recursive-other|channel-waiters|config|start\n");
       return 2;
     }
     return 0;

@@ -419,6 +419,60 @@ TEST_CASE("task api: blocking() runs more calls than pool threads, and the worke
   CHECK(usched::blocking([&] { return std::this_thread::get_id() == caller; }));
 }
 
+// The pool thread runs the call with the calling fiber's fiber_local table
+// in effect: it reads the fiber's values, and a value it makes first is
+// the fiber's, there after the call returns and destroyed when the fiber
+// returns (none is left on the pool's threads, which outlive the fibers).
+TEST_CASE("task api: fiber_local inside blocking() is the calling fiber's", "[task_api][fiber_local][blocking]") {
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  const unsigned workers = GENERATE(1u, 2u);
+  INFO("policy=" << policy << " workers=" << workers);
+  usched::options o = usched::test::make_options(policy, workers);
+  o.blocking_threads = 2;  // fewer threads than fibers: each serves several
+  usched::runtime rt(o);
+  static usched::fiber_local<tracked> set_before;
+  static usched::fiber_local<tracked> made_inside;
+  const int before = tracked::alive.load();
+  constexpr int fibers = 8;
+  const int ok = rt.run([] {
+    std::vector<usched::join_handle<bool>> hs;
+    for (int i = 0; i < fibers; ++i) {
+      hs.push_back(usched::spawn([i] {
+        set_before->value = i + 1;
+        // Read inside: the fiber's value, not the pool thread's.
+        const int seen = usched::blocking([] { return set_before->value; });
+        // Written inside: the fiber's value again.
+        usched::blocking([i] { set_before->value = 10 * (i + 1); });
+        // Made inside (its first use), read after the call returns.
+        const int made = usched::blocking([i] {
+          const int fresh = made_inside->value;
+          made_inside->value = 100 + i;
+          return fresh;
+        });
+        usched::this_fiber::yield();  // may resume on another worker
+        return seen == i + 1 && set_before->value == 10 * (i + 1) && made == 0 && made_inside->value == 100 + i;
+      }));
+    }
+    int n = 0;
+    for (auto& h : hs) n += h.join() ? 1 : 0;
+    return n;
+  });
+  CHECK(ok == fibers);
+  // Both values of every fiber, the one made on a pool thread too, ended
+  // with their fiber, while the pool's threads are still running.
+  CHECK(tracked::alive.load() == before);
+}
+
+TEST_CASE("task api: outside a fiber, each call that needs one throws, naming its own fix", "[task_api]") {
+  CHECK_THROWS_WITH(usched::spawn([] {}), "usched::spawn called outside a fiber; use runtime::spawn");
+  CHECK_THROWS_WITH(usched::spawn(usched::spawn_options{}, [] {}),
+                    "usched::spawn called outside a fiber; use runtime::spawn");
+  CHECK_THROWS_WITH((void)usched::async([] { return 1; }), "usched::async called outside a fiber; use async(rt, f)");
+  CHECK_THROWS_WITH((void)usched::async(usched::launch::async, [] { return 1; }),
+                    "usched::async called outside a fiber; use async(rt, f)");
+  CHECK_THROWS_WITH(usched::task_group(), "usched::task_group() constructed outside a fiber; use task_group(rt)");
+}
+
 namespace {
 
 // Counts destructions of the copies a callable's capture leaves behind;

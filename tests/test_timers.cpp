@@ -1,5 +1,5 @@
-// Timed waits: deadlines that saturate instead of wrapping, and timers that
-// fire while their own worker is busy.
+// Timed waits: deadlines that saturate instead of wrapping, timers that
+// fire while their own worker is busy, and sleeps a stop request ends.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -18,6 +19,7 @@
 
 #include "clock.hpp"
 #include "test_support.hpp"
+#include "wait_probe.hpp"
 
 using namespace std::chrono_literals;
 using usched::detail::deadline_after;
@@ -303,4 +305,187 @@ TEST_CASE("the engine clock's fixed-point conversion follows the calibration", "
     CHECK(got >= prev);
     prev = got;
   }
+}
+
+namespace {
+
+// Every policy at 1 and 2 workers: the stoppable sleep's configurations.
+std::vector<usched::test::config> one_and_two_workers() {
+  std::vector<usched::test::config> out;
+  for (const std::string& p : usched::policy_names()) {
+    for (unsigned w : {1u, 2u}) out.push_back({p, w});
+  }
+  return out;
+}
+
+usched::wake_counts wakeups_of(const usched::runtime& rt) {
+  usched::wake_counts sum;
+  for (const auto& w : rt.stats().workers) {
+    for (std::size_t r = 0; r < usched::wake_reason_count; ++r) sum.n[r] += w.wakeups.n[r];
+  }
+  return sum;
+}
+
+// A one-hour sleep with a stop token, by each spelling: only the stop can
+// end it within the test.
+using stoppable_sleep = bool (*)(const std::stop_token&);
+struct named_sleep {
+  const char* name;
+  stoppable_sleep sleep;
+};
+std::vector<named_sleep> hour_sleeps() {
+  return {
+      {"sleep_for(1h, st)", [](const std::stop_token& st) { return usched::this_fiber::sleep_for(1h, st); }},
+      {"sleep_until(steady now + 1h, st)",
+       [](const std::stop_token& st) { return usched::this_fiber::sleep_until(steady::now() + 1h, st); }},
+      {"sleep_until(system now + 1h, st)",
+       [](const std::stop_token& st) {
+         return usched::this_fiber::sleep_until(sys_clock::now() + 1h, st);
+       }},
+      {"sleep_for(seconds::max(), st)",
+       [](const std::stop_token& st) { return usched::this_fiber::sleep_for(std::chrono::seconds::max(), st); }},
+  };
+}
+
+// Waits on this plain thread until `probe` sees its caller asleep, for
+// `generous` at most.
+bool until_asleep(const usched::test::wait_probe& probe) {
+  const auto give_up = steady::now() + generous;
+  while (!probe.blocked_in(usched::detail::wait_kind::sleep)) {
+    if (steady::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+}  // namespace
+
+// The sleeping fiber is seen asleep (its wait armed, in a sleep) before the
+// stop is requested, so the request is what ends it: one wake-up of reason
+// stop, none of reason timer.
+TEST_CASE("stoppable sleep: a stop from another fiber ends a one-hour sleep", "[timers][cancel]") {
+  const auto c = GENERATE(from_range(one_and_two_workers()));
+  INFO(usched::test::label(c));
+  for (const named_sleep& s : hour_sleeps()) {
+    INFO(s.name);
+    usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    rt.run([&s] {
+      usched::test::wait_probe probe;
+      auto sleeper = usched::spawn([&probe, &s](std::stop_token st) {
+        probe.attach();
+        return s.sleep(st);
+      });
+      const auto asleep = [&probe] { return probe.blocked_in(usched::detail::wait_kind::sleep); };
+      REQUIRE(usched::test::yield_until(asleep));
+      CHECK(sleeper.request_stop());
+      CHECK_FALSE(sleeper.join());
+    });
+    const usched::wake_counts w = wakeups_of(rt);
+    CHECK(w[usched::wake_reason::stop] == 1);
+    CHECK(w[usched::wake_reason::timer] == 0);
+  }
+}
+
+TEST_CASE("stoppable sleep: a stop from a plain thread ends a fiber's one-hour sleep", "[timers][cancel]") {
+  const auto c = GENERATE(from_range(one_and_two_workers()));
+  INFO(usched::test::label(c));
+  for (const named_sleep& s : hour_sleeps()) {
+    INFO(s.name);
+    usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    std::stop_source stop;
+    usched::test::wait_probe probe;
+    auto sleeper = rt.spawn([&] {
+      probe.attach();
+      return s.sleep(stop.get_token());
+    });
+    REQUIRE(until_asleep(probe));
+    CHECK(stop.request_stop());
+    CHECK_FALSE(sleeper.join());
+    const usched::wake_counts w = wakeups_of(rt);
+    CHECK(w[usched::wake_reason::stop] == 1);
+    CHECK(w[usched::wake_reason::timer] == 0);
+  }
+}
+
+// On a plain thread the sleep is a wait on the thread's parker: a fiber's
+// stop request unparks it. A thread's wake-up is not a fiber's, and is not
+// counted.
+TEST_CASE("stoppable sleep: a stop from a fiber ends a plain thread's one-hour sleep", "[timers][cancel]") {
+  const auto c = GENERATE(from_range(one_and_two_workers()));
+  INFO(usched::test::label(c));
+  for (const named_sleep& s : hour_sleeps()) {
+    INFO(s.name);
+    usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+    std::stop_source stop;
+    usched::test::wait_probe probe;
+    std::atomic<int> slept{-1};
+    std::thread thread([&] {
+      probe.attach();
+      slept = s.sleep(stop.get_token()) ? 1 : 0;
+    });
+    const bool asleep = rt.run([&] {
+      const bool seen = usched::test::yield_until([&] { return probe.blocked_in(usched::detail::wait_kind::sleep); });
+      stop.request_stop();  // also when not seen: the thread must end
+      return seen;
+    });
+    thread.join();
+    CHECK(asleep);
+    CHECK(slept.load() == 0);
+    CHECK(wakeups_of(rt)[usched::wake_reason::stop] == 0);
+  }
+}
+
+// A stop requested before the call: false at once, without blocking (no
+// wake-up at all), whatever the time, even one already past.
+TEST_CASE("stoppable sleep: a token already stopped returns false at once", "[timers][cancel]") {
+  const auto c = GENERATE(from_range(one_and_two_workers()));
+  INFO(usched::test::label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  std::stop_source stop;
+  stop.request_stop();
+  const std::stop_token st = stop.get_token();
+  const auto all_false = [&st] {
+    int returned_true = 0;
+    for (const named_sleep& s : hour_sleeps()) returned_true += s.sleep(st) ? 1 : 0;
+    returned_true += usched::this_fiber::sleep_for(-1s, st) ? 1 : 0;
+    returned_true += usched::this_fiber::sleep_for(0s, st) ? 1 : 0;
+    returned_true += usched::this_fiber::sleep_until(steady::time_point::min(), st) ? 1 : 0;
+    return returned_true;
+  };
+  CHECK(rt.run(all_false) == 0);
+  CHECK(all_false() == 0);  // on this plain thread
+  const usched::wake_counts w = wakeups_of(rt);
+  CHECK(w[usched::wake_reason::stop] == 0);
+  CHECK(w[usched::wake_reason::timer] == 0);
+  // A token that can never be stopped is the plain sleep: its time comes.
+  CHECK(rt.run([] { return usched::this_fiber::sleep_for(-1s, std::stop_token{}); }));
+  CHECK(usched::this_fiber::sleep_until(steady::time_point::min(), std::stop_token{}));
+}
+
+// A sleep whose time comes while its token is never stopped returns true:
+// the timer ended it (timer wake-ups only), and the stop callback it
+// registered is gone (a later request changes nothing). The times are
+// short; only the test's own timeout bounds them.
+TEST_CASE("stoppable sleep: a sleep whose time comes first returns true", "[timers][cancel][realtime]") {
+  const auto c = GENERATE(from_range(one_and_two_workers()));
+  INFO(usched::test::label(c));
+  usched::runtime rt(usched::test::make_options(c.policy, c.workers));
+  std::stop_source stop;
+  const std::stop_token st = stop.get_token();
+  const int came = rt.run([&st] {
+    int n = 0;
+    n += usched::this_fiber::sleep_for(200us, st) ? 1 : 0;
+    n += usched::this_fiber::sleep_until(steady::now() + 200us, st) ? 1 : 0;
+    n += usched::this_fiber::sleep_until(sys_clock::now() + 200us, st) ? 1 : 0;
+    return n;
+  });
+  CHECK(came == 3);
+  const usched::wake_counts w = wakeups_of(rt);
+  CHECK(w[usched::wake_reason::timer] == 3);
+  CHECK(w[usched::wake_reason::stop] == 0);
+  // On a plain thread, the parker's timeout ends it.
+  CHECK(usched::this_fiber::sleep_for(200us, st));
+  CHECK(usched::this_fiber::sleep_until(steady::now() + 200us, st));
+  CHECK(stop.request_stop());
+  CHECK(wakeups_of(rt)[usched::wake_reason::stop] == 0);
 }

@@ -52,7 +52,13 @@ void runtime_impl::blocking_thread_main() noexcept {
     if (!blocking_.head) blocking_.tail = nullptr;
     --blocking_.queued;
     lk.unlock();
+    // The call runs as its fiber would: a fiber_local read there is the
+    // fiber's, and one made there is the fiber's too, destroyed when it
+    // returns, not left behind on a pool thread that serves other fibers
+    // next. Taken back before the wake, after which the fiber runs again.
+    lend_fiber_locals(job->who->is_fiber ? static_cast<fiber*>(job->who) : nullptr);
     job->run(job);
+    lend_fiber_locals(nullptr);
     // Last: the job is on the caller's stack, which may unwind once it runs.
     wake(*job->who, job->token, wake_reason::blocking);
     lk.lock();

@@ -1,5 +1,6 @@
 // fiber_local.cpp: the tables behind usched::fiber_local: each fiber's
-// (made on first use, cleared when it returns), or its thread's.
+// (made on first use, cleared when it returns, and used by its
+// usched::blocking calls on the pool's threads too), or its thread's.
 #include <atomic>
 
 #include <usched/fiber_local.hpp>
@@ -10,14 +11,27 @@ namespace usched::detail {
 
 namespace {
 
+// The fiber whose usched::blocking call this thread, a blocking pool
+// thread, is running (lend_fiber_locals), or null. Read only by its own
+// thread, which runs no fiber: a plain thread_local is right here, unlike
+// on a worker, where a fiber may resume on another thread.
+thread_local fiber* lent_fiber = nullptr;
+
+// The fiber whose table the caller uses: the fiber it runs, or the fiber
+// whose blocking call it runs; null on any other thread.
+fiber* fiber_of_caller() noexcept {
+  if (worker* w = worker_of_this_thread()) {
+    if (fiber* f = w->current_fiber()) return f;
+  }
+  return lent_fiber;
+}
+
 // The fiber_local table of the caller: its fiber's (made on first use), or
 // its thread's.
 fiber_locals& locals_of_caller() {
-  if (worker* w = worker_of_this_thread()) {
-    if (fiber* f = w->current_fiber()) {
-      if (!f->locals) f->locals = new fiber_locals;
-      return *f->locals;
-    }
+  if (fiber* f = fiber_of_caller()) {
+    if (!f->locals) f->locals = new fiber_locals;
+    return *f->locals;
   }
   thread_local fiber_locals of_thread;
   return of_thread;
@@ -25,10 +39,12 @@ fiber_locals& locals_of_caller() {
 
 }  // namespace
 
+void lend_fiber_locals(fiber* f) noexcept { lent_fiber = f; }
+
 void* fiber_local_find(std::uint64_t key) noexcept {
   fiber_locals* l = nullptr;
-  if (worker* w = worker_of_this_thread(); w && w->current_fiber()) {
-    l = w->current_fiber()->locals;
+  if (fiber* f = fiber_of_caller()) {
+    l = f->locals;
     if (!l) return nullptr;
   } else {
     l = &locals_of_caller();

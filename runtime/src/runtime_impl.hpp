@@ -251,4 +251,11 @@ class runtime_impl {
   std::condition_variable live_cv_;
 };
 
+// lend_fiber_locals() makes `f`'s fiber_local table the one fiber_local
+// uses on the calling thread, a blocking pool thread about to run `f`'s
+// usched::blocking call, until it is called again with null
+// (fiber_local.cpp). `f` is blocked in that call meanwhile, so its table
+// has one user at a time.
+void lend_fiber_locals(fiber* f) noexcept;
+
 }  // namespace usched::detail

@@ -1,13 +1,18 @@
 // sync.cpp: mutex, condition_variable and wait_group on the wait protocol
-// (usched/detail/wait.hpp).
+// (usched/detail/wait.hpp), and the one-line reports of their misuse (and
+// of a channel's, whose template cannot reach the runtime's fatal path).
+#include <cstdio>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 
 #include <usched/condition_variable.hpp>
 #include <usched/detail/cpu_relax.hpp>
 #include <usched/mutex.hpp>
 #include <usched/shared_mutex.hpp>
 #include <usched/wait_group.hpp>
+
+#include "fatal.hpp"
 
 namespace usched {
 namespace {
@@ -17,15 +22,52 @@ namespace {
 // far less than a block and wake-up round trip.
 constexpr int mutex_spin_attempts = 64;
 
+// Whether mutex and timed_mutex record their holder at lock and check the
+// caller of unlock() against it (futex_lock::own, disown): in builds
+// without NDEBUG only, since finding the caller doubles the cost of the
+// fastest uncontended lock+unlock. An unlock of a mutex nobody holds is caught
+// in every build (futex_lock::release_uncontended). The decision is this
+// file's alone: every call that records or checks is made here, so a
+// program built with another NDEBUG than the library sees the same.
+#ifdef NDEBUG
+constexpr bool check_mutex_owner = false;
+#else
+constexpr bool check_mutex_owner = true;
+#endif
+
 }  // namespace
 
 namespace detail {
 
+[[noreturn]] void report_unlock_by_non_owner(const char* kind, const void* m, bool locked) noexcept {
+  const waitable& me = current_waitable();
+  const std::string caller =
+      me.is_fiber ? "fiber " + fiber_name(static_cast<const fiber*>(&me)) : std::string("a plain thread");
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", m);
+  die(std::string(kind) + "::unlock() of " + where + " by " + caller + ", which does not hold it (" +
+      (locked ? "another fiber or thread does" : "nobody does") + "); aborting");
+}
+
+[[noreturn]] void report_channel_destroyed_with_waiters(std::size_t receivers, std::size_t senders) noexcept {
+  const std::size_t n = receivers + senders;
+  const char* who = n == 1 ? " fiber or thread was" : " fibers or threads were";
+  die("a channel was destroyed while " + std::to_string(n) + who + " blocked in it (" + std::to_string(receivers) +
+      " receiving, " + std::to_string(senders) +
+      " sending); close() it and let the waiters return before destroying it; aborting");
+}
+
+bool futex_lock::try_lock() noexcept {
+  if (!acquire()) return false;
+  if constexpr (check_mutex_owner) own();
+  return true;
+}
+
 bool futex_lock::spin_acquire() noexcept {
-  if (try_lock()) return true;
+  if (acquire()) return true;
   for (int i = 0; i < mutex_spin_attempts; ++i) {
     cpu_relax();
-    if (state_.load(std::memory_order_relaxed) == unlocked && try_lock()) return true;
+    if (state_.load(std::memory_order_relaxed) == unlocked && acquire()) return true;
   }
   return false;
 }
@@ -33,12 +75,16 @@ bool futex_lock::spin_acquire() noexcept {
 }  // namespace detail
 
 void mutex::lock() {
-  if (spin_acquire()) return;
+  if (spin_acquire()) {
+    if constexpr (check_mutex_owner) own();
+    return;
+  }
   detail::waitable& me = detail::current_waitable();
   for (;;) {
     lock_.lock();
     if (claim_contended()) {
       lock_.unlock();
+      if constexpr (check_mutex_owner) own();
       return;
     }
     detail::waiter w;
@@ -51,7 +97,8 @@ void mutex::lock() {
 }
 
 void mutex::unlock() noexcept {
-  if (release_uncontended()) return;
+  if constexpr (check_mutex_owner) disown("mutex");
+  if (release_uncontended("mutex")) return;
   lock_.lock();
   release_contended();
   detail::waiter* w = waiters_.pop_front();
@@ -62,11 +109,15 @@ void mutex::unlock() noexcept {
 }
 
 bool timed_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& stop) {
-  if (spin_acquire()) return true;
+  if (spin_acquire()) {
+    if constexpr (check_mutex_owner) own();
+    return true;
+  }
   for (;;) {
     lock_.lock();
     if (claim_contended()) {
       lock_.unlock();
+      if constexpr (check_mutex_owner) own();
       return true;
     }
     // Given up only here, after the retry: a waiter an unlock woke must try
@@ -82,15 +133,19 @@ bool timed_mutex::lock_until(std::int64_t deadline_ns, const std::stop_token& st
       // with nobody left waiting: the next unlock then looks at an empty
       // queue, which is all it costs. One last try, as the time is up.
       std::uint32_t expected = unlocked;
-      return !stop.stop_requested() &&
-             state_.compare_exchange_strong(expected, contended, std::memory_order_acquire,
-                                            std::memory_order_relaxed);
+      if (stop.stop_requested() || !state_.compare_exchange_strong(expected, contended, std::memory_order_acquire,
+                                                                   std::memory_order_relaxed)) {
+        return false;
+      }
+      if constexpr (check_mutex_owner) own();
+      return true;
     }
   }
 }
 
 void timed_mutex::unlock() noexcept {
-  if (release_uncontended()) return;
+  if constexpr (check_mutex_owner) disown("timed_mutex");
+  if (release_uncontended("timed_mutex")) return;
   // The wake is under lock_, unlike mutex's: a waiter a timer may claim
   // takes lock_ before it returns, so its node stays valid while we hold
   // it, and one that lost its wait to the timer is passed over for the

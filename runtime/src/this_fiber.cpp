@@ -1,6 +1,7 @@
 // this_fiber.cpp: usched::this_fiber, the calling fiber's view of itself:
 // its id, its worker, its preempt point, and sleeping (yield() is in
 // worker.cpp, beside the switch it inlines).
+#include <stop_token>
 #include <thread>
 
 #include <usched/fiber.hpp>
@@ -24,6 +25,35 @@ void sleep_until_deadline(std::int64_t deadline_ns) {
   // A far deadline arms no timer: nothing ever resumes this wait.
   const std::uint64_t token = prepare_wait(*f, wait_kind::sleep, nullptr);
   w->block_current(f, token, deadline_ns);
+}
+
+bool sleep_until_deadline(std::int64_t deadline_ns, const std::stop_token& stop) {
+  if (stop.stop_requested()) return false;
+  if (!stop.stop_possible()) {
+    sleep_until_deadline(deadline_ns);
+    return true;
+  }
+  if (has_timer(deadline_ns) && deadline_ns <= now_ns()) return true;
+  // A sleep that may end two ways is a wait on the protocol, on a thread
+  // too (its parker's futex, with the deadline as its timeout), not the
+  // kernel's sleep: the timer (the parker's own timeout) and the stop
+  // callback race for the one claim of the token, and the winner alone
+  // resumes the sleeper, so a stop that lands as the time comes ends it
+  // once, and says which ended it.
+  waitable& me = current_waitable();
+  const std::uint64_t token = prepare_wait(me, wait_kind::sleep, nullptr);
+  bool stopped = false;
+  {
+    // Set by the callback before it resumes us; read after the callback's
+    // destructor, which waits for a callback running on another thread.
+    std::stop_callback on_stop(stop, [&me, &stopped, token]() noexcept {
+      if (!claim_wait(me, token)) return;
+      stopped = true;
+      resume_wait(me, wake_reason::stop);
+    });
+    block(me, token, deadline_ns);
+  }
+  return !stopped;
 }
 
 }  // namespace usched::detail

@@ -21,6 +21,10 @@ namespace usched {
 // stalls only its caller: the worker runs other fibers meanwhile. marl's
 // blocking_call and Tokio's spawn_blocking do the same.
 //
+// f runs as its caller: a fiber_local it reads is the calling fiber's,
+// and one it makes first belongs to that fiber (destroyed when the fiber
+// returns), not to the pool thread, which serves other fibers next.
+//
 // Calls run in the order they were made; the pool grows to its bound as
 // calls need threads, and past it a call waits for a free one. Outside a
 // fiber (a plain thread) f runs right there: the thread is already one the

@@ -81,6 +81,13 @@ enum class channel_outcome : std::uint8_t {
   threw,   // a sender's item threw while a receiver moved it: `error`
 };
 
+// report_channel_destroyed_with_waiters() ends the process for a channel
+// destroyed while `receivers` + `senders` callers (fibers or threads) are
+// blocked in it: one line on stderr naming how many, and the rule, then
+// abort(). Each waiter's node is on its stack and linked into the channel,
+// and would be resumed into freed memory.
+[[noreturn]] void report_channel_destroyed_with_waiters(std::size_t receivers, std::size_t senders) noexcept;
+
 // A waiter blocked in a channel, or one case of a select. `item` is the
 // sender's T or the receiver's std::optional<T> slot; every case of one
 // select carries the same waitable and token, so exactly one channel's
@@ -142,8 +149,19 @@ class channel {
       : cap_(capacity), buf_(capacity ? std::make_unique<slot[]>(capacity) : nullptr) {}
   channel(const channel&) = delete;
   channel& operator=(const channel&) = delete;
-  // Destroys buffered values. No fiber may be blocked on the channel.
+  // Destroys buffered values. No fiber or thread may be blocked in the
+  // channel: close() it and let its waiters return first. One that is
+  // ends the process with one line on stderr saying how many wait (a
+  // count under the lock, cheap beside what a destructor frees).
   ~channel() {
+    std::size_t receivers = 0;
+    std::size_t senders = 0;
+    {
+      std::lock_guard<detail::spinlock> g(lock_);
+      receivers = receivers_.size();
+      senders = senders_.size();
+    }
+    if (receivers + senders > 0) [[unlikely]] detail::report_channel_destroyed_with_waiters(receivers, senders);
     while (size_ > 0) drop_front();
   }
 

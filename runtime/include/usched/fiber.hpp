@@ -396,6 +396,20 @@ template <class Rep, class Period>
 void sleep_for(const std::chrono::duration<Rep, Period>& d) {
   detail::sleep_until_deadline(detail::deadline_after(d));
 }
+// sleep_until(t, stop)/sleep_for(d, stop) are the sleeps a stop request
+// ends early (usched extension, as the other waits' stop_token forms):
+// true when the time came, false when the request came first. A request
+// made before the call returns false at once, even for a time already
+// past. In a fiber the request wakes it at once (a wake-up of reason
+// `stop`, where the time's is `timer`); a plain thread works the same.
+template <class Clock, class Duration>
+bool sleep_until(const std::chrono::time_point<Clock, Duration>& deadline, const std::stop_token& stop) {
+  return detail::sleep_until_deadline(detail::deadline_at(deadline), stop);
+}
+template <class Rep, class Period>
+bool sleep_for(const std::chrono::duration<Rep, Period>& d, const std::stop_token& stop) {
+  return detail::sleep_until_deadline(detail::deadline_after(d), stop);
+}
 
 // get_id() names the calling fiber; fiber_id{} outside a fiber.
 fiber_id get_id() noexcept;

@@ -18,6 +18,8 @@ namespace usched {
 // tool: a fiber moves between workers, so it would see another worker's
 // object after a switch, and two fibers on one worker would share one.
 // Used from a plain thread, it is per thread, destroyed at the thread's exit.
+// Inside usched::blocking(f), f sees its calling fiber's values, though a
+// pool thread runs it.
 //
 // The object must outlive every fiber that uses it (a namespace-scope or
 // static fiber_local, typically). Access is a short search of the calling

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <tuple>
 #include <type_traits>
@@ -813,13 +814,19 @@ void swap(packaged_task<R(Args...)>& a, packaged_task<R(Args...)>& b) noexcept {
 
 // async() runs `f(args...)` as a new fiber of the calling fiber's runtime
 // and returns the future of its result. Called from a fiber only:
-// std::logic_error elsewhere (use async(runtime&, ...)). The fiber always
-// runs to completion, once; the last future (or shared_future) of it that
-// is dropped waits for it to return, as std::async's does.
+// std::logic_error elsewhere, whose message names the fix (async(rt, f)).
+// The fiber always runs to completion, once; the last future (or
+// shared_future) of it that is dropped waits for it to return, as
+// std::async's does.
 template <class F, class... Args>
   requires(!std::is_same_v<std::decay_t<F>, launch> && !std::is_same_v<std::remove_cvref_t<F>, runtime>)
 [[nodiscard]] future<detail::async_result_t<F, Args...>> async(F&& f, Args&&... args) {
   using R = detail::async_result_t<F, Args...>;
+  // Checked here, not left to spawn(), whose message names spawn's own fix
+  // to a caller that never wrote a spawn; and before any state is made.
+  if (!detail::runtime_of_current_fiber()) {
+    throw std::logic_error("usched::async called outside a fiber; use async(rt, f)");
+  }
   return detail::start_async<R>([&](auto body) {
     return usched::spawn(std::move(body), std::forward<F>(f), std::forward<Args>(args)...);
   });

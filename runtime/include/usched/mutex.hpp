@@ -15,6 +15,18 @@ namespace usched {
 
 namespace detail {
 
+// The owner of a mutex is the calling waitable: its fiber, which keeps its
+// identity as it moves between workers (a thread id would change with the
+// worker), or the calling thread's parker.
+inline const void* current_owner() noexcept { return &current_waitable(); }
+
+// report_unlock_by_non_owner() ends the process for an unlock() of `m` (a
+// `kind`: "mutex", "timed_mutex", "recursive_mutex") by a caller that does
+// not hold it, `locked` saying whether someone else does: one line on
+// stderr naming the caller, then abort(). std leaves such an unlock
+// undefined; here it would release another fiber's critical section.
+[[noreturn]] void report_unlock_by_non_owner(const char* kind, const void* m, bool locked) noexcept;
+
 // futex_lock is what mutex and timed_mutex share: Drepper's three-state
 // futex mutex ("Futexes Are Tricky", mutex 3), where contended means
 // "someone may be waiting, wake on unlock", with the queue of waiters
@@ -28,11 +40,9 @@ class futex_lock {
   // try_lock() takes the lock if it is free, without spinning, blocking or
   // yielding: a `while (!try_lock())` loop keeps its worker, and a holder
   // queued on that worker never runs. Use lock(), or yield in the loop.
-  bool try_lock() noexcept {
-    std::uint32_t expected = unlocked;
-    return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
-                                          std::memory_order_relaxed);
-  }
+  // Out of line (sync.cpp), with lock() and unlock(): whether it records
+  // its caller as the holder is the library's build's decision (own()).
+  bool try_lock() noexcept;
 
  protected:
   static constexpr std::uint32_t unlocked = 0;
@@ -47,7 +57,12 @@ class futex_lock {
     lock_.lock();
     lock_.unlock();
   }
-  // spin_acquire(): try_lock(), then a few attempts while spinning; true
+  // acquire(): try_lock() without recording the holder.
+  bool acquire() noexcept {
+    std::uint32_t expected = unlocked;
+    return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  // spin_acquire(): acquire(), then a few attempts while spinning; true
   // if one took it. A critical section on another worker usually ends
   // within a few hundred nanoseconds, far less than a block and a wake-up.
   bool spin_acquire() noexcept;
@@ -56,10 +71,17 @@ class futex_lock {
   // cannot see from here).
   bool claim_contended() noexcept { return state_.exchange(contended, std::memory_order_acquire) == unlocked; }
   // release_uncontended(): unlock() when nobody may be waiting; false if
-  // someone may, and release_contended() must follow.
-  bool release_uncontended() noexcept {
+  // someone may, and release_contended() must follow. A lock found
+  // unlocked (nobody holds it) ends the process, a `kind`'s unlock()
+  // misused: the check costs nothing, as it is made only where the
+  // exchange failed, which a correct unlock reaches only when contended.
+  bool release_uncontended(const char* kind) noexcept {
     std::uint32_t expected = locked;
-    return state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed);
+    if (state_.compare_exchange_strong(expected, unlocked, std::memory_order_release, std::memory_order_relaxed)) {
+      return true;
+    }
+    if (expected == unlocked) [[unlikely]] report_unlock_by_non_owner(kind, this, false);
+    return false;
   }
   // release_contended(), under lock_: the lock is released under lock_,
   // not before it. Released first, it could be taken, released and the
@@ -68,7 +90,29 @@ class futex_lock {
   // destructor passes through lock_, so the object outlives this section.
   void release_contended() noexcept { state_.store(unlocked, std::memory_order_release); }
 
+  // own(), by the caller that has just taken the lock: records it as the
+  // holder. disown(), by the caller about to release it: ends the process
+  // (report_unlock_by_non_owner) unless it is the holder, then clears the
+  // record before the release, so that a late unlock by the holder finds
+  // someone else's (or no) record, never its own. One word written at
+  // lock and compared at unlock, but finding the caller costs two calls
+  // and a thread-local read each time, which doubled the fastest
+  // uncontended lock+unlock (usched_micro's mutex/2, about 5 ns to 11):
+  // sync.cpp calls them only where the library is built without NDEBUG
+  // (docs/api.md, "Misuse").
+  // Relaxed is enough for the same reason as recursive_lock's owner_:
+  // only the caller's own store can equal the caller, and its own later
+  // load sees it.
+  void own() noexcept { owner_.store(current_owner(), std::memory_order_relaxed); }
+  void disown(const char* kind) noexcept {
+    if (owner_.load(std::memory_order_relaxed) != current_owner()) [[unlikely]] {
+      report_unlock_by_non_owner(kind, this, state_.load(std::memory_order_relaxed) != unlocked);
+    }
+    owner_.store(nullptr, std::memory_order_relaxed);
+  }
+
   std::atomic<std::uint32_t> state_{unlocked};
+  std::atomic<const void*> owner_{nullptr};  // own(), disown()
   spinlock lock_;  // guards waiters_
   wait_list waiters_;
 };
@@ -87,6 +131,9 @@ class mutex : public detail::futex_lock {
   mutex() noexcept = default;
 
   void lock();
+  // unlock() releases the lock the caller holds. By a fiber or thread that
+  // does not hold it (another's lock, or one nobody holds) it ends the
+  // process with one line on stderr, as std leaves it undefined.
   void unlock() noexcept;
 };
 
@@ -114,6 +161,7 @@ class timed_mutex : public detail::futex_lock {
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
     return lock_until(detail::deadline_at(t), {});
   }
+  // unlock(): as mutex::unlock(), the same check of the caller.
   void unlock() noexcept;
 
  private:
@@ -123,11 +171,6 @@ class timed_mutex : public detail::futex_lock {
 };
 
 namespace detail {
-
-// The owner of a recursive mutex is the calling waitable: its fiber, which
-// keeps its identity as it moves between workers (a thread id would change
-// with the worker), or the calling thread's parker.
-inline const void* current_owner() noexcept { return &current_waitable(); }
 
 // recursive_lock<Mutex> adds std's recursive ownership to a usched mutex:
 // the owner may lock again, and the lock is released by the matching
@@ -155,7 +198,12 @@ class recursive_lock {
     own();
     return true;
   }
+  // unlock() by a caller that does not own it ends the process
+  // (report_unlock_by_non_owner): depth_ is the owner's alone.
   void unlock() noexcept {
+    if (!mine()) [[unlikely]] {
+      report_unlock_by_non_owner("recursive_mutex", this, owner_.load(std::memory_order_relaxed) != nullptr);
+    }
     if (--depth_ > 0) return;
     owner_.store(nullptr, std::memory_order_relaxed);
     mutex_.unlock();
@@ -190,7 +238,8 @@ class recursive_lock {
 }  // namespace detail
 
 // recursive_mutex: std::recursive_mutex for fibers: the fiber (or thread)
-// holding it may lock it again, and it is released by as many unlocks.
+// holding it may lock it again, and it is released by as many unlocks. An
+// unlock by any other caller ends the process with one line on stderr.
 // Built on timed_mutex, whose waits a stop request may end: lock(stop)
 // (usched extension) gives up once stop is requested.
 class recursive_mutex : public detail::recursive_lock<timed_mutex> {

@@ -120,7 +120,7 @@ class task_group {
  private:
   static runtime& current_runtime() {
     runtime* rt = runtime::current();
-    if (!rt) throw std::logic_error("usched::task_group() constructed outside a fiber; pass the runtime");
+    if (!rt) throw std::logic_error("usched::task_group() constructed outside a fiber; use task_group(rt)");
     return *rt;
   }
   void fail(std::exception_ptr e) noexcept {

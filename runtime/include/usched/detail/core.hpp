@@ -145,5 +145,11 @@ void run_blocking(runtime_impl& rt, blocking_job& job);
 // `deadline_ns` (usched/detail/deadline.hpp: steady-clock ns, 0 is due now,
 // far_deadline_ns never comes).
 void sleep_until_deadline(std::int64_t deadline_ns);
+// sleep_until_deadline(deadline_ns, stop) is that sleep ended early by a
+// request on `stop`: true if the time came, false if the request came
+// first (one made before the call: false at once, whatever the time). A
+// fiber's request wakes it through the wait protocol, as
+// wake_reason::stop; a thread's unparks it.
+bool sleep_until_deadline(std::int64_t deadline_ns, const std::stop_token& stop);
 
 }  // namespace usched::detail

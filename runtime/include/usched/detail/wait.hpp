@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <stop_token>
 
@@ -220,6 +221,12 @@ class wait_list {
     waiter* w = head_;
     if (w) remove(*w);
     return w;
+  }
+  // size() counts the waiters linked: a walk, for a report, not a hot path.
+  std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const waiter* w = head_; w; w = w->next) ++n;
+    return n;
   }
 
  private:
