@@ -292,7 +292,7 @@ TEST_CASE("task api: task_group joins everything it started and rethrows the fir
     wait_probe self;
     self.attach();
     std::atomic<bool> opened{false};
-    auto opener = usched::spawn([&] { opened = yield_until([&] { return self.blocked_in(wait_kind::join); }); });
+    auto opener = usched::spawn([&] { opened = yield_until([&] { return self.blocked_in(wait_kind::task_group); }); });
     {
       usched::task_group scoped;
       for (int i = 0; i < 20; ++i) {

@@ -29,6 +29,7 @@ const char* to_string(wait_kind k) noexcept {
     case wait_kind::select: return "select";
     case wait_kind::blocking: return "blocking";
     case wait_kind::io: return "an I/O call";
+    case wait_kind::task_group: return "task_group::wait";
   }
   return "an unknown wait";
 }

@@ -144,7 +144,7 @@ class task_group {
     lock_.lock();
     while (running_ > 0) {
       detail::waiter w;
-      (void)detail::wait_in(lock_, waiters_, w, detail::wait_kind::join, this, detail::no_deadline);
+      (void)detail::wait_in(lock_, waiters_, w, detail::wait_kind::task_group, this, detail::no_deadline);
       // The last finish() woke us under lock_; holding it again means that
       // task has let go of the group.
       lock_.lock();

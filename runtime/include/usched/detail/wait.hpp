@@ -41,6 +41,7 @@ enum class wait_kind : std::uint8_t {
   select,             // usched::select over channel operations
   blocking,           // usched::blocking: a call running on the blocking pool
   io,                 // usched::io / usched::net: an I/O call in a worker's reactor
+  task_group,         // task_group::wait: the object is the group, not a fiber
 };
 
 // reason_of() is why a waker that ends a wait in `kind` wakes its waiter
@@ -65,6 +66,7 @@ constexpr wake_reason reason_of(wait_kind kind) noexcept {
     case wait_kind::select:
       return wake_reason::channel;
     case wait_kind::join:
+    case wait_kind::task_group:
       return wake_reason::join;
     case wait_kind::future:
       return wake_reason::future;
