@@ -12,7 +12,7 @@ packages=(
   liburing-dev
   libspdlog-dev libfmt-dev
   catch2
-  libbenchmark-dev
+  libbenchmark-dev libtbb-dev
   gnuplot-nox
   wrk golang-go
 )

@@ -5,10 +5,13 @@
 //
 //   usched_micro --peer=usched --workers=2 --policy=cfs
 //   usched_micro --peer=boost-ws --workers=2
+//   usched_micro --peer=tbb --workers=2
 //
 // Peers: usched, boost-ws / boost-ws-sleep (Boost.Fiber work_stealing,
-// busy-polling / sleeping when idle), boost-shared (shared_work), thread
-// (std::thread), context (raw Boost.Context resume: the switch floor).
+// busy-polling / sleeping when idle), boost-shared (shared_work), tbb
+// (oneTBB task_group in a task_arena of --workers threads: the fork-join
+// workloads spawn_join, spawn_all and skynet only), thread (std::thread),
+// context (raw Boost.Context resume: the switch floor).
 //
 // Workloads (workloads/<workload>.cpp, one measure_<peer>() per peer, each run
 // once per benchmark iteration, reporting counters):
@@ -159,6 +162,15 @@ void register_boost(const env& e) {
   }
 }
 
+// oneTBB runs the fork-join workloads only, those usched's spawn and
+// skynet targets are stated against: its tasks run to completion, so the
+// other workloads (a yield, a blocked fiber woken) have no task form.
+void register_tbb(const env& e) {
+  reg("spawn_join", e, spawn_join::measure_tbb);
+  reg("spawn_all", e, spawn_all::measure_tbb);
+  reg("skynet", e, skynet::measure_tbb);
+}
+
 void register_thread(const env& e) {
   reg("yield", e, yield::measure_thread);
   reg("future_same", e, future::measure_thread, false);
@@ -274,6 +286,8 @@ int main(int argc, char** argv) {
       pool = std::make_unique<boost_pool>(algo, cfg.workers, cfg.peer == "boost-ws-sleep");
       e.pool = pool.get();
       register_boost(e);
+    } else if (cfg.peer == "tbb") {
+      register_tbb(e);
     } else if (cfg.peer == "thread") {
       register_thread(e);
     } else if (cfg.peer == "context") {
@@ -281,7 +295,7 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "usched_micro: --peer='" << cfg.peer
                 << "' is not a peer; choose one of: usched, boost-ws, boost-ws-sleep, boost-shared, "
-                   "thread, context\n";
+                   "tbb, thread, context\n";
       return 2;
     }
     benchmark::RunSpecifiedBenchmarks();

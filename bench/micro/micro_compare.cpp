@@ -117,6 +117,8 @@ constexpr const char* yield_only = "^yield/";
 constexpr const char* multi_worker =
     "^(spawn_join|spawn_all|live_rss|skynet|mutex|wake_|chan_cross|future_cross|semaphore|shared_mutex|barrier|select)";
 constexpr const char* wake_only = "^wake_";
+// The fork-join benchmarks, all that the oneTBB peer runs.
+constexpr const char* fork_join = "^(spawn_join|spawn_all|skynet)/";
 constexpr const char* timer_only = "^timer_late/";
 constexpr const char* io_only = "^io_late/";
 // The reactor backends the io_late table compares.
@@ -154,6 +156,7 @@ std::vector<config> make_configs(const options& o) {
       {"bwsW", "boost-ws" + wl, {"--peer=boost-ws", ww, filter(multi_worker)}},
       {"bshW", "boost-shared" + wl, {"--peer=boost-shared", ww, filter(multi_worker)}},
       {"bwssW", "boost-ws-sleep" + wl, {"--peer=boost-ws-sleep", ww, filter(wake_only)}, 2},
+      {"tbbW", "oneTBB" + wl, {"--peer=tbb", ww, filter(fork_join)}},
       {"thread", "thread" + wl, {"--peer=thread", ww}},
   };
   for (const std::string& tp : timer_policies(o)) {
@@ -424,24 +427,26 @@ std::vector<block> make_blocks(const options& o) {
                with_against({base(p, "us1", "chan_same"), peer("boost-ws", "bws1", "chan_same"),
                 peer("boost-shared", "bsh1", "chan_same")}, "vs1", "chan_same")});
   b.push_back({"spawn_join: ns per fiber, " + fibers + " spawned and joined in batches of 1,000 from a fiber, " +
-                   ws + " (thread: 20,000 threads)",
+                   ws + " (oneTBB: tasks of a task_group, one wait per batch; thread: 20,000 threads)",
                {{"warm ns/fiber", "ns"}, {"first-run ns/fiber", "ns_first"},
                 {"peak RSS MiB", "peak_rss_mib", false}},
                with_against({base(p, "usW", "spawn_join"), plain(p + ", from a thread", "usW", "spawn_join_thread"),
                 peer("boost-ws", "bwsW", "spawn_join"), peer("boost-shared", "bshW", "spawn_join"),
-                peer("thread", "thread", "spawn_join")}, "vsW", "spawn_join")});
+                peer("oneTBB", "tbbW", "spawn_join"), peer("thread", "thread", "spawn_join")}, "vsW", "spawn_join")});
   b.push_back({"spawn_all: ns per fiber, " + thousands(o.fibers() / 2) +
-                   " spawned from a fiber with their handles kept, then joined, " + ws,
+                   " spawned from a fiber with their handles kept, then joined, " + ws +
+                   " (oneTBB: one task_group, each result stored in a slot made beforehand, one wait)",
                {{"warm ns/fiber", "ns"}, {"first-run ns/fiber", "ns_first"},
                 {"peak RSS MiB", "peak_rss_mib", false}},
-               with_against({base(p, "usW", "spawn_all")}, "vsW", "spawn_all")});
+               with_against({base(p, "usW", "spawn_all"), peer("oneTBB", "tbbW", "spawn_all")}, "vsW", "spawn_all")});
   b.push_back({"live_rss: resident bytes per blocked fiber, 100,000 alive at once, " + ws,
                {{"bytes/fiber", "bytes_per_fiber"}, {"stack bytes", "stack_bytes", false}},
                {base(p, "usW", "live_rss"), peer("boost-ws", "bwsW", "live_rss")}});
-  b.push_back({"skynet: ms for a 10-ary tree of fibers with " + fibers + " leaves, " + ws,
+  b.push_back({"skynet: ms for a 10-ary tree of fibers with " + fibers + " leaves, " + ws +
+                   " (oneTBB: a task_group per node)",
                {{"ms", "ms"}, {"peak RSS MiB", "peak_rss_mib", false}},
                with_against({base(p, "usW", "skynet"), peer("boost-ws", "bwsW", "skynet"),
-                peer("boost-shared", "bshW", "skynet")}, "vsW", "skynet")});
+                peer("boost-shared", "bshW", "skynet"), peer("oneTBB", "tbbW", "skynet")}, "vsW", "skynet")});
   if (o.workers >= 2) {
     b.push_back({"cacheline: ns one way for a cache line bounced between two CPUs (threads): the floor of "
                  "any cross-worker wake-up or hand-off",

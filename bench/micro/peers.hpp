@@ -4,9 +4,10 @@
 // measure_<peer>() with the workload's one signature and the same
 // counters: usched (any policy, any worker count), Boost.Fiber
 // (work_stealing or shared_work with as many threads as usched has
-// workers, busy-polling or sleeping when idle), plain std::thread where the
-// workload makes sense for threads, and a raw Boost.Context resume for the
-// switch floor.
+// workers, busy-polling or sleeping when idle), oneTBB for the fork-join
+// workloads (stackless tasks in an arena of as many threads), plain
+// std::thread where the workload makes sense for threads, and a raw
+// Boost.Context resume for the switch floor.
 //
 // Boost.Fiber's work_stealing can be set up once per process (its scheduler
 // array is initialised by a std::call_once), so each peer configuration runs
@@ -17,6 +18,9 @@
 #include <boost/fiber/algo/shared_work.hpp>
 #include <boost/fiber/algo/work_stealing.hpp>
 #include <boost/fiber/all.hpp>
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <pthread.h>
 #include <sched.h>
@@ -30,8 +34,10 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace micro {
@@ -234,6 +240,51 @@ class boost_pool {
   unsigned done_ = 0;
   std::vector<std::function<void()>> jobs_;
   std::vector<std::thread> helpers_;
+};
+
+// ---- oneTBB ------------------------------------------------------------------
+
+// tbb_arena: what a oneTBB user writes to run a parallel region on
+// `threads` threads: a global_control that caps the process's parallelism
+// at `threads` (so the scheduler keeps no more worker threads than that),
+// and a task_arena of that concurrency, which execute() joins. The caller
+// takes one of the arena's slots (a task_arena reserves one for the thread
+// that enters it), so `threads` counts it, as usched's --workers counts the
+// worker a run() fiber occupies. A task_group made inside execute() belongs
+// to the arena; its wait() runs the group's tasks (and steals others) on
+// the waiting thread rather than blocking it. oneTBB's threads are left
+// unpinned, its default: pinning takes a task_scheduler_observer, which a
+// user of task_group rarely writes.
+//
+// Requires threads >= 1; throws std::runtime_error when the process's
+// parallelism is capped below `threads` all the same (the lowest of the
+// live global_controls wins).
+class tbb_arena {
+ public:
+  explicit tbb_arena(unsigned threads)
+      : cap_(oneapi::tbb::global_control::max_allowed_parallelism, threads),
+        arena_(static_cast<int>(threads)) {
+    arena_.initialize();
+    const std::size_t cap =
+        oneapi::tbb::global_control::active_value(oneapi::tbb::global_control::max_allowed_parallelism);
+    if (cap != threads) {
+      throw std::runtime_error("oneTBB: parallelism capped at " + std::to_string(cap) + ", not the " +
+                               std::to_string(threads) + " threads asked for");
+    }
+  }
+  tbb_arena(const tbb_arena&) = delete;
+  tbb_arena& operator=(const tbb_arena&) = delete;
+
+  // execute() runs fn() on the calling thread inside the arena and returns
+  // what it returns; exceptions propagate to the caller.
+  template <class Fn>
+  auto execute(Fn&& fn) {
+    return arena_.execute(std::forward<Fn>(fn));
+  }
+
+ private:
+  oneapi::tbb::global_control cap_;
+  oneapi::tbb::task_arena arena_;
 };
 
 }  // namespace micro

@@ -15,8 +15,9 @@ namespace micro {
 // measure_fn is the signature of a measure_<peer>(): it runs the workload
 // once per benchmark iteration and sets its counters on `state`; a failed
 // check throws (main.cpp turns that into the benchmark's error). usched's
-// functions make their own runtime from e.cfg; Boost.Fiber's run on
-// e.pool, which must be set.
+// functions make their own runtime from e.cfg, oneTBB's their own arena of
+// e.cfg.workers threads (tbb_arena); Boost.Fiber's run on e.pool, which
+// must be set.
 using measure_fn = void(benchmark::State& state, const env& e);
 // measure_with<Param> is the same for a workload with one parameter (named
 // above its namespace); main.cpp registers one benchmark per value.
@@ -32,12 +33,14 @@ namespace yield { measure_fn measure_usched, measure_boost, measure_thread, meas
 namespace yield_apart { measure_fn measure_usched, measure_boost; }
 
 // spawn_join: --fibers fibers spawned and joined in batches of 1,000 from a
-// fiber: ns per fiber, first run and warm run (threads: 20,000 threads).
-namespace spawn_join { measure_fn measure_usched, measure_boost, measure_thread; }
+// fiber: ns per fiber, first run and warm run (threads: 20,000 threads;
+// oneTBB: tasks run and waited for in a task_group, from inside its arena).
+namespace spawn_join { measure_fn measure_usched, measure_boost, measure_tbb, measure_thread; }
 
 // spawn_all: --fibers / 2 fibers spawned from a fiber with their handles
-// kept, then joined: ns per fiber (first and warm run), peak RSS.
-namespace spawn_all { measure_fn measure_usched; }
+// kept, then joined: ns per fiber (first and warm run), peak RSS (oneTBB:
+// one task_group running them all, each result in a preallocated slot).
+namespace spawn_all { measure_fn measure_usched, measure_tbb; }
 
 // spawn_join_thread: the same, spawned and joined from a non-fiber thread.
 namespace spawn_join_thread { measure_fn measure_usched; }
@@ -46,8 +49,8 @@ namespace spawn_join_thread { measure_fn measure_usched; }
 namespace live_rss { measure_fn measure_usched, measure_boost; }
 
 // skynet: --fibers leaves of a 10-ary tree of fibers, sums travelling up
-// through joins: total ms, the sum checked.
-namespace skynet { measure_fn measure_usched, measure_boost; }
+// through joins: total ms, the sum checked (oneTBB: a task_group per node).
+namespace skynet { measure_fn measure_usched, measure_boost, measure_tbb; }
 
 // fanout: one fiber spawns --fanout-tasks tasks of --task-us each (a spin on
 // the clock) and joins them: ms of the first and of a warm run, and the

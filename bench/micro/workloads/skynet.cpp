@@ -5,6 +5,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include <oneapi/tbb/task_group.h>
+
 #include "../workloads.hpp"
 
 namespace micro::skynet {
@@ -47,6 +49,25 @@ void bf_tree(boost_pool& pool, std::uint64_t& out, std::uint64_t num, std::uint6
   out = sum;
 }
 
+// oneTBB's tasks return nothing either: a node runs its ten children in a
+// task_group of its own, each child writing its sum into the node's array,
+// and wait() is the join. A task is stackless, so a waiting node costs no
+// stack of its own: wait() runs its children (or steals others) on the
+// waiting thread's stack, nested under the node.
+std::uint64_t tbb_tree(std::uint64_t num, std::uint64_t size) {
+  if (size == 1) return num;
+  const std::uint64_t child = size / 10;
+  std::uint64_t r[10];
+  oneapi::tbb::task_group g;
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    g.run([&r, i, num, child] { r[i] = tbb_tree(num + i * child, child); });
+  }
+  g.wait();
+  std::uint64_t sum = 0;
+  for (const std::uint64_t x : r) sum += x;
+  return sum;
+}
+
 }  // namespace
 
 void measure_usched(benchmark::State& state, const env& e) {
@@ -70,6 +91,20 @@ void measure_boost(benchmark::State& state, const env& e) {
     reset_peak_rss();
     const std::int64_t t0 = now_ns();
     bf_tree(*e.pool, sum, 0, static_cast<std::uint64_t>(leaves));
+    const std::int64_t t1 = now_ns();
+    if (sum != expected(leaves)) throw std::runtime_error("skynet: wrong sum");
+    state.counters["ms"] = static_cast<double>(t1 - t0) / 1e6;
+    state.counters["peak_rss_mib"] = peak_rss_since_reset_mib();
+  }
+}
+
+void measure_tbb(benchmark::State& state, const env& e) {
+  tbb_arena arena(e.cfg.workers);
+  const long leaves = e.cfg.fibers;
+  for (auto _ : state) {
+    reset_peak_rss();
+    const std::int64_t t0 = now_ns();
+    const std::uint64_t sum = arena.execute([leaves] { return tbb_tree(0, static_cast<std::uint64_t>(leaves)); });
     const std::int64_t t1 = now_ns();
     if (sum != expected(leaves)) throw std::runtime_error("skynet: wrong sum");
     state.counters["ms"] = static_cast<double>(t1 - t0) / 1e6;
