@@ -96,9 +96,13 @@ void worker::reserve_fiber_ids() noexcept {
 // spawns more fibers than it reaps (the others' fibers end elsewhere) takes
 // the pool's lock once per that many spawns, not on every one.
 void worker::refill_fiber_cache() {
-  fiber* got[fiber_cache_max / 2];
-  const std::size_t n = rt_.pool().take(got, fiber_cache_max / 2);
-  fiber_cache_.insert(fiber_cache_.end(), got, got + n);
+  // Straight into the cache's storage (reserved for its maximum): half
+  // the cache is a page of pointers, too many for the spawning fiber's
+  // stack.
+  const std::size_t have = fiber_cache_.size();
+  fiber_cache_.resize(have + fiber_cache_max / 2);
+  const std::size_t n = rt_.pool().take(fiber_cache_.data() + have, fiber_cache_max / 2);
+  fiber_cache_.resize(have + n);
 }
 
 // A full cache hands half back, so a worker that only reaps (its fibers were
