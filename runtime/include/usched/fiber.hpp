@@ -83,31 +83,31 @@ inline constexpr bool takes_stop_token_v = std::is_invocable_v<Fn, std::stop_tok
 // fiber whose callable takes a stop token (none for the others: a
 // std::stop_source allocates its state).
 template <class R, bool Stoppable>
-struct join_state_of final : join_result<R> {
-  join_state_of() noexcept { this->destroy = &join_state_of::drop; }
-  static void drop(join_state* base) noexcept {
-    auto* self = static_cast<join_state_of*>(base);
-    if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
-      if (self->has_value) self->value().~R();
-    }
-    self->~join_state_of();
-    free_join_state(self, sizeof(join_state_of), alignof(join_state_of));
+struct join_state_of;
+
+// What the last reference does to a join_state_of: destroy the result (if
+// any) and the state, and free its memory.
+template <class R, bool Stoppable>
+void drop_join_state(join_state* base) noexcept {
+  using self_type = join_state_of<R, Stoppable>;
+  auto* self = static_cast<self_type*>(base);
+  if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
+    if (self->has_value) self->value().~R();
   }
+  self->~self_type();
+  free_join_state(self, sizeof(self_type), alignof(self_type));
+}
+
+template <class R, bool Stoppable>
+struct join_state_of final : join_result<R> {
+  join_state_of() noexcept { this->destroy = &drop_join_state<R, Stoppable>; }
 };
 template <class R>
 struct join_state_of<R, true> final : join_result<R> {
   std::stop_source source;
   join_state_of() noexcept {
-    this->destroy = &join_state_of::drop;
+    this->destroy = &drop_join_state<R, true>;
     this->stop = &source;
-  }
-  static void drop(join_state* base) noexcept {
-    auto* self = static_cast<join_state_of*>(base);
-    if constexpr (!std::is_void_v<R> && !std::is_reference_v<R>) {
-      if (self->has_value) self->value().~R();
-    }
-    self->~join_state_of();
-    free_join_state(self, sizeof(join_state_of), alignof(join_state_of));
   }
 };
 
