@@ -194,15 +194,16 @@ class worker {
   void refill_fiber_cache();
   void spill_fiber_cache();
   // Fibers a worker keeps for its own spawns before returning them to the
-  // runtime's pool: as many as the spawn backlog lets it queue, so that a
-  // fiber that spawns a batch and joins it takes its next batch's blocks
-  // from the ones its batch gave back here. A fiber's block is recycled
-  // where it exits, not where it is joined: with a cache of 64, a batch of
-  // a thousand of which the other worker ran half went through the pool
-  // 16 times each way, and a spawn and join under cfs on 2 workers cost
-  // 1.28x what it did when joins recycled (1.16x with 512; 0.93x with
-  // 1024). A cached block keeps its touched pages, about 8 KiB.
-  static constexpr std::size_t fiber_cache_max = 1024;
+  // runtime's pool: enough for bursts of short-lived fibers without touching
+  // the pool's lock. A fiber's block is recycled where it exits, not where
+  // it is joined, so a worker that runs another's children fills its cache
+  // and spills to the pool while the spawner refills from it: a spawn and
+  // join under cfs on 2 workers costs about 1.28x what it did when joins
+  // recycled. A cache of 1,024 (0.93x) was measured and not kept: every
+  // cached block is mapped, resident (about 8 KiB) and, under
+  // ThreadSanitizer, a fiber context of its own (TSan stops a process at
+  // 8,128), and a worker that only reaps would keep 1,024 of them.
+  static constexpr std::size_t fiber_cache_max = 64;
   void switch_to(fiber* next, bool prev_exits);
   void switch_current(prev_action action, const now_source& now);
   // The slice starts at the first preempt point after a switch, not at the
