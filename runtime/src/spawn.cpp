@@ -32,9 +32,8 @@ namespace {
 // million finished fibers keep half a million of them).
 constexpr std::size_t cached_state_bytes = 96;
 constexpr std::size_t cached_state_align = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
-// 2048 (192 KiB of states, a 16 KiB array): more than a batch of a
-// thousand spawned then joined, which at 256 went to the allocator for
-// three quarters of its states and cost a spawn and join 25% more.
+// 2048: more than a batch of a thousand spawned, then joined, takes back
+// (at most 192 KiB of states a thread, in a 16 KiB array).
 constexpr std::size_t state_cache_max = 2048;
 
 struct join_state_cache {
