@@ -22,8 +22,7 @@ usched::options cross_options(const usched::test::config& c, bool handoff) {
 }  // namespace
 
 TEST_CASE("cross-runtime: a fiber joins fibers of another runtime and stays on its own", "[runtime][join]") {
-  const auto c = GENERATE(from_range(usched::test::all_configs()));
-  if (c.workers > 2) return;
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   const bool handoff = GENERATE(true, false);
   INFO(usched::test::label(c) << " join_handoff=" << handoff);
   constexpr int joins = 200;
@@ -58,8 +57,7 @@ TEST_CASE("cross-runtime: a fiber joins fibers of another runtime and stays on i
 }
 
 TEST_CASE("cross-runtime: a runtime built, run and destroyed inside another runtime's fiber", "[runtime][join]") {
-  const auto c = GENERATE(from_range(usched::test::all_configs()));
-  if (c.workers > 2) return;
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   const bool handoff = GENERATE(true, false);
   INFO(usched::test::label(c) << " join_handoff=" << handoff);
   usched::runtime outer(cross_options(c, handoff));

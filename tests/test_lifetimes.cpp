@@ -19,14 +19,6 @@
 
 namespace {
 
-std::vector<usched::test::config> small_configs() {
-  std::vector<usched::test::config> out;
-  for (const auto& c : usched::test::all_configs()) {
-    if (c.workers <= 2) out.push_back(c);
-  }
-  return out;
-}
-
 // A result too big for the cached join state block: the state is a heap
 // allocation of its own size.
 struct big_result {
@@ -38,7 +30,7 @@ struct big_result {
 
 TEST_CASE("lifetimes: join handles declared before their runtime give the results after it is gone",
           "[runtime][join]") {
-  const auto c = GENERATE(from_range(small_configs()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   constexpr int n = 300;
   std::vector<usched::join_handle<int>> values;
@@ -106,7 +98,7 @@ TEST_CASE("lifetimes: join handles declared before their runtime give the result
 }
 
 TEST_CASE("lifetimes: a class whose handle member is declared before its runtime member", "[runtime][join]") {
-  const auto c = GENERATE(from_range(small_configs()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   struct service {
     usched::join_handle<int> worker;  // destroyed after rt: detaches a finished fiber's state
@@ -123,7 +115,7 @@ TEST_CASE("lifetimes: a class whose handle member is declared before its runtime
 }
 
 TEST_CASE("lifetimes: an async future outlives its runtime", "[runtime][future]") {
-  const auto c = GENERATE(from_range(small_configs()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   usched::future<int> plain;
   usched::future<std::string> text;
@@ -149,7 +141,7 @@ TEST_CASE("lifetimes: a finished fiber gives its stack back before it is joined"
   // go back to the pool as each returns, so the pool maps what the spawn
   // backlog (1,024 queued) and the workers' caches (64 each) hold, at most
   // 1,152 here, not a stack per handle (20,000 before).
-  const auto c = GENERATE(from_range(small_configs()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   constexpr long n = 20'000;
   usched::detail::stack_pool::ledger books;

@@ -26,14 +26,7 @@ namespace {
 using usched::test::config;
 using usched::test::label;
 
-// Every registered policy with 1 and 2 workers.
-std::vector<config> one_and_two_workers() {
-  std::vector<config> out;
-  for (const std::string& p : usched::policy_names()) {
-    for (unsigned w : {1u, 2u}) out.push_back({p, w});
-  }
-  return out;
-}
+using usched::test::one_and_two_worker_configs;
 
 // A channel nobody sends on: its receive case is never ready.
 struct silent {
@@ -50,7 +43,7 @@ void yield_until_set(const std::atomic<bool>& flag) {
 }  // namespace
 
 TEST_CASE("select: a future made ready by another fiber is taken with its value", "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {
@@ -75,7 +68,7 @@ TEST_CASE("select: a future made ready by another fiber is taken with its value"
 }
 
 TEST_CASE("select: a future made ready by a plain thread wakes a blocked select", "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {
@@ -94,7 +87,7 @@ TEST_CASE("select: a future made ready by a plain thread wakes a blocked select"
 
 TEST_CASE("select: an async fiber's future, and a shared_future of one, are taken when it returns",
           "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {
@@ -124,7 +117,7 @@ TEST_CASE("select: an async fiber's future, and a shared_future of one, are take
 }
 
 TEST_CASE("select: a channel case taken while a future case waits leaves the future usable", "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {
@@ -164,7 +157,7 @@ TEST_CASE("select: a channel case taken while a future case waits leaves the fut
 }
 
 TEST_CASE("select: a future's exception is rethrown by its case's get() or in its callback", "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {
@@ -219,7 +212,7 @@ TEST_CASE("select: a future's exception is rethrown by its case's get() or in it
 }
 
 TEST_CASE("select: a future ready at the call is taken at once, before the default", "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {
@@ -253,7 +246,7 @@ TEST_CASE("select: a future ready at the call is taken at once, before the defau
 }
 
 TEST_CASE("select: a pending future case gives way to a deadline or a stop request", "[select][future]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(one_and_two_worker_configs()));
   INFO(label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   rt.run([] {

@@ -39,6 +39,16 @@ inline std::vector<config> all_configs() {
   }
   return out;
 }
+// Every policy at 1 and 2 workers: the configurations of the cases that
+// check a behaviour on one worker and across two, where more workers add
+// run time and nothing else to check.
+inline std::vector<config> one_and_two_worker_configs() {
+  std::vector<config> out;
+  for (const std::string& p : policy_names()) {
+    for (unsigned w : {1u, 2u}) out.push_back({p, w});
+  }
+  return out;
+}
 inline std::string label(const config& c) {
   return "policy=" + c.policy + " workers=" + std::to_string(c.workers);
 }

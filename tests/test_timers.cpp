@@ -309,15 +309,6 @@ TEST_CASE("the engine clock's fixed-point conversion follows the calibration", "
 
 namespace {
 
-// Every policy at 1 and 2 workers: the stoppable sleep's configurations.
-std::vector<usched::test::config> one_and_two_workers() {
-  std::vector<usched::test::config> out;
-  for (const std::string& p : usched::policy_names()) {
-    for (unsigned w : {1u, 2u}) out.push_back({p, w});
-  }
-  return out;
-}
-
 usched::wake_counts wakeups_of(const usched::runtime& rt) {
   usched::wake_counts sum;
   for (const auto& w : rt.stats().workers) {
@@ -364,7 +355,7 @@ bool until_asleep(const usched::test::wait_probe& probe) {
 // stop is requested, so the request is what ends it: one wake-up of reason
 // stop, none of reason timer.
 TEST_CASE("stoppable sleep: a stop from another fiber ends a one-hour sleep", "[timers][cancel]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   for (const named_sleep& s : hour_sleeps()) {
     INFO(s.name);
@@ -387,7 +378,7 @@ TEST_CASE("stoppable sleep: a stop from another fiber ends a one-hour sleep", "[
 }
 
 TEST_CASE("stoppable sleep: a stop from a plain thread ends a fiber's one-hour sleep", "[timers][cancel]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   for (const named_sleep& s : hour_sleeps()) {
     INFO(s.name);
@@ -411,7 +402,7 @@ TEST_CASE("stoppable sleep: a stop from a plain thread ends a fiber's one-hour s
 // stop request unparks it. A thread's wake-up is not a fiber's, and is not
 // counted.
 TEST_CASE("stoppable sleep: a stop from a fiber ends a plain thread's one-hour sleep", "[timers][cancel]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   for (const named_sleep& s : hour_sleeps()) {
     INFO(s.name);
@@ -438,7 +429,7 @@ TEST_CASE("stoppable sleep: a stop from a fiber ends a plain thread's one-hour s
 // A stop requested before the call: false at once, without blocking (no
 // wake-up at all), whatever the time, even one already past.
 TEST_CASE("stoppable sleep: a token already stopped returns false at once", "[timers][cancel]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   std::stop_source stop;
@@ -467,7 +458,7 @@ TEST_CASE("stoppable sleep: a token already stopped returns false at once", "[ti
 // registered is gone (a later request changes nothing). The times are
 // short; only the test's own timeout bounds them.
 TEST_CASE("stoppable sleep: a sleep whose time comes first returns true", "[timers][cancel][realtime]") {
-  const auto c = GENERATE(from_range(one_and_two_workers()));
+  const auto c = GENERATE(from_range(usched::test::one_and_two_worker_configs()));
   INFO(usched::test::label(c));
   usched::runtime rt(usched::test::make_options(c.policy, c.workers));
   std::stop_source stop;

@@ -182,7 +182,6 @@ void runtime_impl::start(fiber* f, task_base* task, join_state* state, const spa
 fiber* runtime_impl::fiber_done(fiber* f, worker* w) noexcept {
   check_stack_canary(f, opts_.stack_size / 1024);
   join_state* s = f->state;
-  f->state = nullptr;
   s->lock.lock();
   s->done.store(true, std::memory_order_release);
   s->runner = nullptr;

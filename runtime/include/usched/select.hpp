@@ -499,7 +499,7 @@ std::size_t run_select(Tuple& cases, std::index_sequence<I...>) {
         [&] {
           auto& c = std::get<I>(cases);
           using C = std::remove_cvref_t<decltype(c)>;
-          if constexpr (C::kind == select_kind::channel || C::kind == select_kind::future) {
+          if constexpr (is_waiting_case<C>) {
             if (!object) object = c.object();
             lock_list[j] = &c.lock();
             order[j++] = I;
