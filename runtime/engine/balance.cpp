@@ -154,10 +154,19 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
     lc.balanced.add();
     st.nr_balance_failed = 0;
     if (idle != cpu_idle_type::newly_idle && st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
+    if (tracer_) [[unlikely]] trace_balance(cpu, level, idle, d, balance_outcome::balanced, 0, now);
     return 0;
   }
   sched_entity* moved[max_migrate_per_pass];
   const unsigned n = detach_fibers(cpu, d, idle, &sd, st.nr_balance_failed, now, moved, max_migrate_per_pass);
+  if (tracer_ && n > 0) [[unlikely]] {
+    // Named before they are attached: from then on another worker may
+    // take one, run it to its end and reuse its entity.
+    trace_balance(cpu, level, idle, d, balance_outcome::moved, n, now);
+    for (unsigned i = 0; i < n; ++i) {
+      trace_migrate(trace_id(moved[i]), d.busiest, cpu, pull_cause(idle), static_cast<int>(level), cpu, now);
+    }
+  }
   attach_fibers(cpu, moved, n, now);
   if (n > 0) {
     lc.successes.add();
@@ -179,7 +188,9 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
     // One request at a time per busiest worker (busiest->active_balance);
     // the failure count is raised whether or not this one was new.
     int none = -1;
+    if (tracer_) [[unlikely]] trace_balance(cpu, level, idle, d, balance_outcome::active_asked, 0, now);
     if (busiest.active_balance_dst.compare_exchange_strong(none, cpu, std::memory_order_relaxed)) {
+      busiest.resched_cause.store(static_cast<std::uint8_t>(stop_reason::preempt_balance), std::memory_order_relaxed);
       busiest.need_resched.store(true, std::memory_order_relaxed);
       active_requests_.n.fetch_add(1, std::memory_order_relaxed);
     }
@@ -187,6 +198,7 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
     if (st.balance_interval_ns < max_iv) st.balance_interval_ns *= 2;
   } else {
     st.balance_interval_ns = min_iv;
+    if (tracer_) [[unlikely]] trace_balance(cpu, level, idle, d, balance_outcome::none_movable, 0, now);
   }
   return 0;
 }

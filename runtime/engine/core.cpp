@@ -14,8 +14,19 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
                             std::uint64_t random, std::vector<cpu_snapshot>& scratch, const now_source& now,
                             bool by_origin) {
   wake_result r;
+  // Traced: who it is and where it last ran, read before it can run again.
+  std::uint64_t id = 0;
+  int prev_cpu = -1;
+  if (tracer_) [[unlikely]] {
+    now();
+    id = trace_id(se);
+    if (kind == placement_kind::wake) prev_cpu = se->cpu.load(std::memory_order_relaxed);
+  }
   // Woken before it finished blocking: it keeps its place on its worker.
-  if (kind == placement_kind::wake && wake_running(se, why)) return r;
+  if (kind == placement_kind::wake && wake_running(se, why)) {
+    if (tracer_) [[unlikely]] trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, prev_cpu, true, now);
+    return r;
+  }
   r.cpu = select_cpu(kind, *se, origin, random, scratch, now, by_origin);
   // A spawn onto the spawner's own worker (a spawn's origin is the worker
   // whose running fiber spawns): no one is parked there to be told (the
@@ -26,6 +37,10 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   // Read before the enqueue, after which the fiber may be another worker's.
   const bool stayed = stays_unbalanced(kind, *se, origin);
   const unsigned queued = enqueue(r.cpu, se, how, now, false, why);
+  if (tracer_) [[unlikely]] {
+    if (prev_cpu >= 0 && prev_cpu != r.cpu) trace_migrate(id, prev_cpu, r.cpu, migrate_cause::wake, -1, origin, now);
+    trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, r.cpu, false, now);
+  }
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && traits_.pulls_when_idle && !rq(r.cpu).idle.load(std::memory_order_relaxed);
   // A work stealer's spinning worker finds the fiber by itself: a plain kick.
@@ -235,6 +250,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   }
   q.lock.unlock();
   if (pushed) {
+    if (tracer_) [[unlikely]] trace_migrate(trace_id(pushed), cpu, push_dst, migrate_cause::active, -1, cpu, now);
     attach_fibers(push_dst, &pushed, 1, now);
     counters_[static_cast<std::size_t>(cpu)].active_pushes.add();
     // The worker that asked starts its failure count afresh at the lowest
@@ -285,8 +301,10 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
 sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t random,
                                 std::vector<cpu_snapshot>& scratch, bool kicked) {
   runqueue& q = rq(cpu);
+  if (tracer_) [[unlikely]] now();
   if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) {
     if (traits_.rations_newidle) close_idle_period(q, now);
+    if (tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now);
     return se;
   }
   // Going idle: the idle period starts (newidle_balance() stamps it first
@@ -295,7 +313,9 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
     q.idle_stamp.store(std::max<std::int64_t>(1, now()), std::memory_order_relaxed);
   }
   if (idle_balance(cpu, now, random, scratch, kicked) == 0) return nullptr;
-  return pick_next(cpu, nullptr, prev_action::requeue, now);
+  sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now);
+  if (se && tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now);
+  return se;
 }
 
 tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {

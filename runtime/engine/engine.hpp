@@ -30,6 +30,7 @@
 //   placement.cpp      snapshots and wake-up/spawn placement
 //   balance.cpp        the balance driver (newly-idle, periodic, active)
 //   join.cpp           the join hand-off
+//   trace_events.cpp   the trace's records of the events (trace.hpp)
 // (pelt.hpp/.cpp, timeline.hpp and domains.hpp/.cpp are the engine's
 // building blocks: the PELT arithmetic, the fair queue's tree, the
 // scheduling domains.)
@@ -57,6 +58,7 @@
 #include "runqueue.hpp"
 #include "sched_entity.hpp"
 #include "timeline.hpp"
+#include "trace.hpp"
 
 namespace usched::detail {
 
@@ -310,6 +312,29 @@ class engine {
     return active_requests_.n.load(std::memory_order_relaxed);
   }
 
+  // ---- tracing (trace_events.cpp) ------------------------------------------------
+  //
+  // With a tracer set, every event above records what it decided
+  // (trace.hpp): a switch (with why the previous fiber stopped), a wake-up
+  // or spawn and where it was placed, a migration and what moved it, a
+  // balance pass's decision. Off (null, the default), each event pays one
+  // load and a branch predicted not taken. The engine knows fibers only as
+  // sched_entities; the backend says how to name one (its id) and what a
+  // blocking one waits in (a wait_kind, or 0). Set before any event, never
+  // changed while the backend runs.
+  struct trace_hooks {
+    std::uint64_t (*id)(const sched_entity&) noexcept = nullptr;
+    std::uint8_t (*wait)(const sched_entity&) noexcept = nullptr;
+  };
+  void set_tracer(tracer* t, trace_hooks hooks) noexcept {
+    tracer_ = t;
+    trace_hooks_ = hooks;
+  }
+  tracer* tracing() const noexcept { return tracer_; }
+  // trace_idle(): the backend's record of worker cpu's idle loop (`from`:
+  // the worker that kicked it, for idle_kind::kick).
+  void trace_idle(int cpu, idle_kind k, const now_source& now, int from = -1) const noexcept;
+
   // ---- statistics ---------------------------------------------------------------
   const cpu_counters& counters(int cpu) const noexcept {
     return counters_[static_cast<std::size_t>(cpu)];
@@ -324,6 +349,24 @@ class engine {
 
  private:
   friend struct engine_test_access;
+
+  // ---- the trace's records (trace_events.cpp) -----------------------------------
+  // schedule() with a tracer: the same decision, then its switch record.
+  pick_result schedule_traced(int cpu, sched_entity* prev, prev_action action, const now_source& now,
+                              sched_entity* joined);
+  [[gnu::always_inline]] pick_result schedule_untraced(int cpu, sched_entity* prev, prev_action action,
+                                                       const now_source& now, sched_entity* joined);
+  std::uint64_t trace_id(const sched_entity* se) const noexcept { return se ? trace_hooks_.id(*se) : 0; }
+  void trace_switch(int cpu, const sched_entity* prev, stop_reason why, bool prev_runnable,
+                    const sched_entity* next, const now_source& now) const noexcept;
+  void trace_wakeup(std::uint64_t id, placement_kind kind, wake_reason why, int origin,
+                    bool by_origin, int prev_cpu, int cpu, bool running, const now_source& now) const noexcept;
+  void trace_migrate(std::uint64_t id, int from, int to, migrate_cause c, int level, int by,
+                     const now_source& now) const noexcept;
+  void trace_balance(int cpu, std::size_t level, cpu_idle_type idle, const balance_decision& d, balance_outcome o,
+                     unsigned moved, const now_source& now) const noexcept;
+  // What moved a fiber a balance pass of this kind pulled.
+  migrate_cause pull_cause(cpu_idle_type idle) const noexcept;
 
   // Above this many runnable fibers the CFS period stretches to
   // nr x min_granularity instead of sched_latency: the kernel's
@@ -495,12 +538,15 @@ class engine {
   void refresh_overload() noexcept;
 
   // ---- the join hand-off (join.cpp) ---------------------------------------------
+  pick_result exit_to_joiner_untraced(int cpu, sched_entity* prev, sched_entity* joiner, const now_source& now);
   // queue_joiner(): wake_joiner() for a joiner hands_back() applies to:
   // queued on cpu as its next pick (nothing, if it had not left yet).
   wake_result queue_joiner(sched_entity* joiner, int cpu, const now_source& now);
 
   domain_tree domains_;
   std::unique_ptr<usched::policy> policy_;
+  tracer* tracer_ = nullptr;
+  trace_hooks trace_hooks_;
   engine_config cfg_;
   // The policy's fixed facts, read once; the disciplines and load tracking
   // follow from them and the configuration.

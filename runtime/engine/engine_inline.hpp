@@ -15,6 +15,12 @@ namespace usched::detail {
 
 [[gnu::always_inline]] inline pick_result engine::schedule(int cpu, sched_entity* prev, prev_action action,
     const now_source& now, sched_entity* joined) {
+  if (tracer_) [[unlikely]] return schedule_traced(cpu, prev, action, now, joined);
+  return schedule_untraced(cpu, prev, action, now, joined);
+}
+
+[[gnu::always_inline]] inline pick_result engine::schedule_untraced(int cpu, sched_entity* prev,
+    prev_action action, const now_source& now, sched_entity* joined) {
   pick_result r;
   if (!fair_ && !tracks_load_) {
     if (action == prev_action::yield) {

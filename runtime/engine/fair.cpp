@@ -95,6 +95,7 @@ void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcep
   const std::int64_t vdiff = static_cast<std::int64_t>(q.curr->vruntime - se.vruntime);
   const auto gran = static_cast<std::int64_t>(calc_delta_fair(cfg_.wakeup_granularity_ns, se.weight));
   if (vdiff > gran && !q.need_resched.load(std::memory_order_relaxed)) {
+    q.resched_cause.store(static_cast<std::uint8_t>(stop_reason::preempt_wakeup), std::memory_order_relaxed);
     q.need_resched.store(true, std::memory_order_relaxed);
     counters_[static_cast<std::size_t>(cpu)].wakeup_preemptions.add();
   }
@@ -122,6 +123,7 @@ void engine::check_preempt_tick(int cpu, runqueue& q) noexcept {
     }
   }
   if (resched && !q.need_resched.load(std::memory_order_relaxed)) {
+    q.resched_cause.store(static_cast<std::uint8_t>(stop_reason::preempt_tick), std::memory_order_relaxed);
     q.need_resched.store(true, std::memory_order_relaxed);
     counters_[static_cast<std::size_t>(cpu)].tick_preemptions.add();
   }

@@ -39,11 +39,19 @@ wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t ran
 
 wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source& now) {
   wake_result r;
-  if (wake_running(joiner, wake_reason::join)) return r;
+  const std::uint64_t id = tracer_ ? trace_id(joiner) : 0;
+  if (tracer_) [[unlikely]] now();
+  if (wake_running(joiner, wake_reason::join)) {
+    if (tracer_) [[unlikely]] {
+      trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, true, now);
+    }
+    return r;
+  }
   // Its previous worker, as a placement that kept it there would count it.
   counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
   r.cpu = cpu;
   const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true, wake_reason::join);
+  if (tracer_) [[unlikely]] trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, false, now);
   r.notify = false;
   // The joiner runs next, in the exiting fiber's place: only others queued
   // behind it are work for an idle worker.
@@ -52,6 +60,17 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
 }
 
 pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* joiner, const now_source& now) {
+  if (tracer_) [[unlikely]] {
+    now();
+    const pick_result r = exit_to_joiner_untraced(cpu, prev, joiner, now);
+    if (r.next != prev) trace_switch(cpu, prev, stop_reason::exit, false, r.next, now);
+    return r;
+  }
+  return exit_to_joiner_untraced(cpu, prev, joiner, now);
+}
+
+pick_result engine::exit_to_joiner_untraced(int cpu, sched_entity* prev, sched_entity* joiner,
+                                            const now_source& now) {
   assert(hands_back(*joiner, cpu));
   pick_result r;
   // Woken before it finished blocking (it cannot be, here: this worker runs
@@ -108,6 +127,9 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
   note_overload(q);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
+  if (tracer_) [[unlikely]] {
+    trace_wakeup(trace_id(joiner), placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, false, now);
+  }
   r.next = joiner;
   r.kick = queued > 0 && traits_.pulls_when_idle;
   return r;

@@ -87,6 +87,9 @@ struct alignas(64) runqueue {
   // snapshots, because a stale value only makes a decision less precise.
   std::atomic<bool> idle{true};
   std::atomic<bool> need_resched{false};  // the running fiber should yield at its next preempt point
+  // Who set need_resched (a stop_reason: preempt_wakeup, preempt_tick or
+  // preempt_balance), stored before it; read only by a trace's switch.
+  std::atomic<std::uint8_t> resched_cause{0};
   unsigned nr_running = 0;                // queued + curr (under the lock)
   // The queue order and the running fiber, under the lock.
   sched_entity* head = nullptr;

@@ -101,12 +101,15 @@ enum class idle_kind : std::uint8_t {
 // | switch_to | the worker   | prev (0: idle) | next (0: idle)       | -               | -                | stop_reason      | block: wait_kind   | 1: prev stays runnable       | -           | yes   |
 // | wakeup    | placed on    | the woken      | waker fiber (0: none)| its last worker | waker's worker   | wake_reason      | -                  | 1: new, 2: still running, 4: preempts | -    | yes   |
 // | migrate   | to           | the fiber      | -                    | from            | mover's worker   | migrate_cause    | domain level       | -                            | -           | yes (to) |
-// | balance   | the balancer | -              | imbalance            | busiest worker  | busiest group    | cpu_idle_type    | domain level       | outcome, migration_type << 4 | moved       | -     |
+// | balance   | the balancer | group types    | imbalance            | busiest worker  | busiest group    | cpu_idle_type    | domain level       | outcome, migration_type << 4 | moved       | -     |
 // | idle      | the worker   | -              | -                    | kicker's worker | -                | idle_kind        | -                  | -                            | -           | -     |
 // | label     | -            | the fiber      | 8 bytes of text      | -               | -                | -                | chunk index        | 1: last chunk                | -           | -     |
 //
-// depth is the worker's nr_running after the event (queued + running),
-// saturated at 65535. Workers and levels are small: 16 bits each.
+// depth is how many fibers wait in the worker's queue after the event (the
+// running one not counted), saturated at 65535. A balance's group types
+// are the busiest group's group_type and the local group's << 8. A
+// migration's level is 255 where no domain level applies (a wake-up's, an
+// active push's). Workers and levels are small: 16 bits each.
 struct trace_record {
   std::int64_t time = 0;     // ns: the engine's clock, or the simulator's virtual time
   std::uint64_t fiber = 0;
