@@ -39,7 +39,7 @@ wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t ran
 
 wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source& now) {
   wake_result r;
-  if (wake_running(joiner, wake_reason::join)) return r;
+  if (wake_running(joiner, wake_reason::join, now)) return r;
   // Its previous worker, as a placement that kept it there would count it.
   counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
   r.cpu = cpu;
@@ -74,7 +74,10 @@ pick_result engine::exit_to_joiner(int cpu, sched_entity* prev, sched_entity* jo
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   c.wake_prev.add();
   c.handoffs.add();
-  count_wakeup(cpu, wake_reason::join);
+  // Made runnable and running in the same instant: a delay of 0, with no
+  // stamp and no clock read.
+  c.wakeups[static_cast<std::size_t>(wake_reason::join)].add();
+  c.wake_latency[static_cast<std::size_t>(wake_reason::join)].record(0);
   if (fair_ || tracks_load()) {
     // The joiner's wake-up (enqueue(wakeup) onto the worker it last ran on:
     // no migration), less its queue insert.
