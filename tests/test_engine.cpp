@@ -1813,7 +1813,16 @@ TEST_CASE("engine: latency_histogram's buckets are log-linear, contiguous, and a
   CHECK(x.percentile(50) == 896 + 64);
   CHECK(x.percentile(98) == 896 + 64);
   CHECK(x.percentile(99) == 4096 + 512);
-  CHECK(x.percentile(99.9) == 1'000'000);  // [917504, 1048576)'s midpoint is past the maximum
+  CHECK(x.percentile(99.9) == 917'504 + 65'536);  // the midpoint of [917504, 1048576)
+  CHECK(x.percentile(100) == 917'504 + 65'536);
+  h z;
+  z.record(1000);
+  CHECK(z.percentile(50) == 960);
+  z.record(100);
+  CHECK(z.percentile(100) == 960);
+  h m;
+  m.record(900);
+  CHECK(m.percentile(50) == 900);  // the midpoint, 960, is past the maximum
   h y;
   y.record(40);
   y.merge(x);
@@ -1840,7 +1849,7 @@ TEST_CASE("engine: each pick of a woken fiber records its wake-to-run delay by r
       e.add_counters(cpu, s);
       return s.wake_latency(why);
     };
-    std::deque<sched_entity> f(3);
+    std::deque<sched_entity> f(4);
     f[0].pinned = 0;
     f[1].pinned = 0;
     // A spawn queued at 1000 and picked at 1300: 300 ns, spawn.
@@ -1876,6 +1885,8 @@ TEST_CASE("engine: each pick of a woken fiber records its wake-to-run delay by r
     // Counted where the fiber runs: a fiber queued on worker 1 and pulled
     // to worker 0 before it runs is worker 0's delay. The enqueue step
     // without a reason stamps nothing.
+    e.enqueue(1, &f[3], enqueue_kind::spawn, 5'900);
+    REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 5'950) == &f[3]);
     e.enqueue(1, &f[2], enqueue_kind::spawn, 6'000, false, wake_reason::future);
     sched_entity* moved[1];
     usched::balance_decision d;

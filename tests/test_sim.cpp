@@ -364,8 +364,7 @@ TEST_CASE("sim: the stats' wake-to-run delays agree with the trace and with the 
     } else if (what == "cpu") {
       int cpu = 0, id = 0;
       std::string runs;
-      l >> runs >> fiber >> id;
-      (void)cpu;
+      l >> cpu >> runs >> fiber >> id;
       if (runs != "runs") continue;
       const auto it = queued_at.find(id);
       if (it == queued_at.end()) continue;
