@@ -27,7 +27,7 @@ struct engine_test_access {
     return e.balance_interval(st, busy);
   }
   static bool wake_running(engine& e, sched_entity* se, wake_reason why = wake_reason::other) {
-    return e.wake_running(se, why);
+    return e.wake_running(se, why, 0);
   }
   static sched_entity* yield_fifo(engine& e, int cpu, sched_entity* prev, const now_source& now, int* pushed_to) {
     return e.yield_fifo(cpu, prev, now, pushed_to);

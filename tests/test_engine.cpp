@@ -1771,3 +1771,135 @@ TEST_CASE("engine: a CFS wake-up placed from its LLCs' snapshots alone chooses a
   CHECK(wakes == 3 * 2 * 40 * 8);
   CHECK(moved > wakes / 10);
 }
+
+TEST_CASE("engine: latency_histogram's buckets are log-linear, contiguous, and a quarter wide at most",
+          "[engine][stats]") {
+  using h = usched::latency_histogram;
+  // 32 ns buckets below 256 ns, then four to each power of two.
+  CHECK(h::bucket_of(0) == 0);
+  CHECK(h::bucket_of(31) == 0);
+  CHECK(h::bucket_of(32) == 1);
+  CHECK(h::bucket_of(255) == 7);
+  CHECK(h::bucket_of(256) == 8);
+  CHECK(h::bucket_of(319) == 8);
+  CHECK(h::bucket_of(320) == 9);
+  CHECK(h::bucket_of(511) == 11);
+  CHECK(h::bucket_of(512) == 12);
+  CHECK(h::bucket_of(1000) == 15);  // [896, 1024)
+  CHECK(h::bucket_of(1024) == 16);
+  CHECK(h::bucket_lower(16) == 1024);
+  CHECK(h::bucket_width(16) == 256);
+  // The last bucket, [1.88 s, 2.15 s), takes anything longer.
+  CHECK(h::bucket_lower(h::bucket_count - 1) == 7ull << 28);
+  CHECK(h::bucket_of((1ull << 31) - 1) == h::bucket_count - 1);
+  CHECK(h::bucket_of(~0ull) == h::bucket_count - 1);
+  for (std::size_t i = 0; i + 1 < h::bucket_count; ++i) {
+    CAPTURE(i);
+    CHECK(h::bucket_lower(i) + h::bucket_width(i) == h::bucket_lower(i + 1));
+    CHECK(h::bucket_of(h::bucket_lower(i)) == i);
+    CHECK(h::bucket_of(h::bucket_lower(i + 1) - 1) == i);
+    if (i >= h::linear_buckets) CHECK(h::bucket_width(i) * 4 <= h::bucket_lower(i));
+  }
+  // Percentiles: the midpoint of the bucket that reaches the rank, capped
+  // by the exact maximum.
+  h x;
+  CHECK(x.percentile(50) == 0);
+  for (int i = 0; i < 98; ++i) x.record(1000);
+  x.record(5000);
+  x.record(1'000'000);
+  CHECK(x.count == 100);
+  CHECK(x.sum_ns == 98 * 1000 + 5000 + 1'000'000);
+  CHECK(x.max_ns == 1'000'000);
+  CHECK(x.percentile(50) == 896 + 64);
+  CHECK(x.percentile(98) == 896 + 64);
+  CHECK(x.percentile(99) == 4096 + 512);
+  CHECK(x.percentile(99.9) == 917'504 + 65'536);  // the midpoint of [917504, 1048576)
+  CHECK(x.percentile(100) == 917'504 + 65'536);
+  h z;
+  z.record(1000);
+  CHECK(z.percentile(50) == 960);
+  z.record(100);
+  CHECK(z.percentile(100) == 960);
+  h m;
+  m.record(900);
+  CHECK(m.percentile(50) == 900);  // the midpoint, 960, is past the maximum
+  h y;
+  y.record(40);
+  y.merge(x);
+  CHECK(y.count == 101);
+  CHECK(y.buckets[1] == 1);
+  CHECK(y.max_ns == 1'000'000);
+}
+
+TEST_CASE("engine: each pick of a woken fiber records its wake-to-run delay by reason, on the worker that runs it",
+          "[engine][events][stats]") {
+  using usched::wake_reason;
+  std::vector<usched::cpu_snapshot> scratch;
+  usched::detail::engine_config no_load;
+  no_load.load_tracking = false;
+  struct variant {
+    const char* policy;
+    usched::detail::engine_config cfg;
+  };
+  for (const variant& v : {variant{"steal", {}}, variant{"steal-lifo", {}}, variant{"cfs", {}}, variant{"cfs", no_load}}) {
+    CAPTURE(v.policy, v.cfg.load_tracking);
+    engine e = make_engine("pack:1 core:2 pu:1", 2, v.policy, v.cfg);
+    const auto lat = [&](int cpu, wake_reason why) {
+      usched::worker_stats s;
+      e.add_counters(cpu, s);
+      return s.wake_latency(why);
+    };
+    std::deque<sched_entity> f(4);
+    f[0].pinned = 0;
+    f[1].pinned = 0;
+    // A spawn queued at 1000 and picked at 1300: 300 ns, spawn.
+    e.enqueue(0, &f[0], enqueue_kind::spawn, 1'000, false, wake_reason::spawn);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 1'300) == &f[0]);
+    // A wake-up at 2000 onto worker 0, run by f[0]'s yield at 2500: 500 ns, sync.
+    CHECK(e.wake_up(&f[1], placement_kind::wake, wake_reason::sync, 0, 1, scratch, 2'000).cpu == 0);
+    REQUIRE(e.schedule(0, &f[0], prev_action::yield, 2'500).next == &f[1]);
+    // f[1] blocks: f[0], requeued by its yield and woken by no one, runs
+    // again without a delay recorded.
+    REQUIRE(e.schedule(0, &f[1], prev_action::block, 3'000).next == &f[0]);
+    // A timer's wake-up at 3500, run when f[0] exits at 4700: 1200 ns.
+    CHECK(e.wake_up(&f[1], placement_kind::wake, wake_reason::timer, 0, 2, scratch, 3'500).cpu == 0);
+    REQUIRE(e.schedule(0, &f[0], prev_action::exit, 4'700).next == &f[1]);
+    // A wake-up that finds f[1] still on its way to block (at 5000) turns
+    // the block at 5100 into a requeue, and f[1] runs on: 100 ns, channel.
+    CHECK(e.wake_up(&f[1], placement_kind::wake, wake_reason::channel, 1, 3, scratch, 5'000).cpu == -1);
+    REQUIRE(e.schedule(0, &f[1], prev_action::block, 5'100).next == &f[1]);
+    const auto spawn = lat(0, wake_reason::spawn);
+    const auto sync = lat(0, wake_reason::sync);
+    const auto timer = lat(0, wake_reason::timer);
+    const auto channel = lat(0, wake_reason::channel);
+    CHECK((spawn.count == 1 && spawn.sum_ns == 300 && spawn.max_ns == 300));
+    CHECK(spawn.buckets[usched::latency_histogram::bucket_of(300)] == 1);
+    CHECK((sync.count == 1 && sync.sum_ns == 500));
+    CHECK((timer.count == 1 && timer.sum_ns == 1200));
+    CHECK((channel.count == 1 && channel.sum_ns == 100));
+    usched::worker_stats s0;
+    e.add_counters(0, s0);
+    CHECK(s0.wake_latency().count == 4);
+    CHECK(s0.wake_latency().sum_ns == 2100);
+    CHECK(s0.wake_latency().max_ns == 1200);
+    // Counted where the fiber runs: a fiber queued on worker 1 and pulled
+    // to worker 0 before it runs is worker 0's delay. The enqueue step
+    // without a reason stamps nothing.
+    e.enqueue(1, &f[3], enqueue_kind::spawn, 5'900);
+    REQUIRE(e.pick_next(1, nullptr, prev_action::requeue, 5'950) == &f[3]);
+    e.enqueue(1, &f[2], enqueue_kind::spawn, 6'000, false, wake_reason::future);
+    sched_entity* moved[1];
+    usched::balance_decision d;
+    d.type = usched::migration_type::migrate_task;
+    d.imbalance = 1;
+    d.busiest = 1;
+    REQUIRE(test_access::detach_fibers(e, 0, d, usched::cpu_idle_type::newly_idle, nullptr, 0, 6'500, moved, 1) == 1);
+    test_access::attach_fibers(e, 0, moved, 1, 6'500);
+    REQUIRE(e.schedule(0, &f[1], prev_action::block, 7'000).next == &f[2]);
+    CHECK(lat(0, wake_reason::future).sum_ns == 1000);
+    CHECK(lat(1, wake_reason::future).count == 0);
+    usched::worker_stats s1;
+    e.add_counters(1, s1);
+    CHECK(s1.wake_latency().count == 0);
+  }
+}

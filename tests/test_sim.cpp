@@ -4,9 +4,11 @@
 // same way), and bad workloads and costs are one-line errors.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "schbench_model.hpp"
 #include "simulator.hpp"
@@ -284,4 +286,126 @@ TEST_CASE("sim: with fork balancing off, a fork-join batch queued behind its spa
   CHECK(other.idle_ns * 20 < other.busy_ns);  // idle under 5% of its time
   CHECK(other.parks < 20);
   CHECK(sim.eng().counters(1).newidle_pulls > 1000);
+}
+
+TEST_CASE("sim: every counted wake-up that ran has its wake-to-run delay, on the worker that ran it",
+          "[sim][stats]") {
+  // The workload of the wake-up counts above: every fiber it wakes runs
+  // before the end, so each reason's histogram holds exactly as many
+  // delays as wake-ups were counted, whatever the policy.
+  const auto w = parse(
+      "runtime 1s\n"
+      "fiber sleeper\n  sleep 1ms\n  sleep 1ms\n  sleep 1ms\n"
+      "fiber waiter\n  wait go\n"
+      "fiber poster\n  sleep 2ms\n  post go\n"
+      "fiber parent\n  spawn child\n  join\n"
+      "fiber child x0\n  sleep 1ms\n"
+      "fiber starter on=0\n  run 1ms\n");
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  const std::string topology = GENERATE(as<std::string>{}, "pack:1 core:1 pu:1", "pack:1 core:2 pu:1");
+  CAPTURE(policy, topology);
+  simulator sim(config(topology, policy));
+  std::ostringstream out;
+  (void)usched::sim::run_workload(sim, w, out);
+  const usched::runtime_stats st = sim.stats();
+  for (std::size_t r = 0; r < usched::wake_reason_count; ++r) {
+    const auto why = static_cast<usched::wake_reason>(r);
+    CAPTURE(to_string(why));
+    std::uint64_t woken = 0;
+    for (const auto& wk : st.workers) woken += wk.wakeups[why];
+    CHECK(st.wake_latency(why).count == woken);
+  }
+  // The 1 ms run of the starter, queued on worker 0 first, holds back
+  // whatever lands behind it there; no delay is longer than the run.
+  CHECK(st.wake_latency().max_ns <= 1'000'000 + 10'000);
+  // The JSON carries the histograms: the runtime's total and each worker's.
+  const std::string json = st.to_json();
+  CHECK(json.find("],\"wake_latency\":{\"total\":{\"count\":" + std::to_string(st.wake_latency().count)) !=
+        std::string::npos);
+}
+
+TEST_CASE("sim: the stats' wake-to-run delays agree with the trace and with the schbench clone's own",
+          "[sim][stats][schbench]") {
+  // With the switch, the migrations and the waker's own time costing
+  // nothing, the clone's worker measures what the stats do: its message
+  // thread takes one timestamp and posts every worker at that instant, and
+  // the worker reads the clock as soon as it is picked. The trace gives
+  // every wake-up and every switch, so the delays can be recomputed from it.
+  const std::string policy = GENERATE(as<std::string>{}, "cfs", "steal", "cfs-v5.9");
+  CAPTURE(policy);
+  usched::sim::sim_config c = kernel_config("pack:1 core:4 pu:1", policy);
+  for (const char* cost : {"switch", "migrate_llc", "migrate_cross_llc", "migrate_numa", "waker", "waker_futex"}) {
+    usched::sim::set_cost(c.cost, cost, 0);
+  }
+  std::ostringstream trace;
+  c.trace = &trace;
+  simulator sim(c);
+  std::ostringstream out;
+  const auto summary = usched::sim::run_schbench_model(sim, schbench_args({"-m", "1", "-t", "6", "-r", "2", "-w", "0"}), out);
+  const usched::runtime_stats st = sim.stats();
+
+  // From the trace: each wake-up or spawn that queued a fiber, and the
+  // switch that next ran it. Fiber 1 is the message thread (spawned from
+  // outside); the others are its workers.
+  std::map<int, std::pair<std::int64_t, bool>> queued_at;  // when, and whether a wake-up (not a spawn)
+  usched::latency_histogram all;
+  std::vector<std::int64_t> clone_deltas_us;  // the workers', in the clone's arithmetic
+  std::istringstream in(trace.str());
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream l(line);
+    std::int64_t t = 0;
+    std::string what, fiber;
+    l >> t >> what;
+    if (what == "wake" || what == "spawn") {
+      int id = 0, from = 0, prev = 0, to = 0;
+      std::string f, p, arrow;
+      l >> fiber >> id >> f >> from >> p >> prev >> arrow >> to;
+      if (to >= 0) queued_at[id] = {t, what == "wake"};
+    } else if (what == "cpu") {
+      int cpu = 0, id = 0;
+      std::string runs;
+      l >> cpu >> runs >> fiber >> id;
+      if (runs != "runs") continue;
+      const auto it = queued_at.find(id);
+      if (it == queued_at.end()) continue;
+      const auto [at, woken] = it->second;
+      all.record(static_cast<std::uint64_t>(t - at));
+      if (id != 1 && woken) clone_deltas_us.push_back(t / 1000 - at / 1000);
+      queued_at.erase(it);
+    }
+  }
+  // Exactly the trace's delays.
+  const usched::latency_histogram got = st.wake_latency();
+  REQUIRE(all.count > 100);
+  CHECK(got.count == all.count);
+  CHECK(got.sum_ns == all.sum_ns);
+  CHECK(got.max_ns == all.max_ns);
+  CHECK(got.buckets == all.buckets);
+
+  // The clone's: it records each worker wake-up of more than 0 us (its
+  // workers' spawns are not wake-ups it times: they have no timestamp).
+  std::size_t timed = 0;
+  for (const std::int64_t d : clone_deltas_us) timed += d > 0 ? 1 : 0;
+  // Spawns aside, a worker is only ever woken by its message thread's post.
+  const std::uint64_t worker_wakes = clone_deltas_us.size();
+  CHECK(summary.samples == timed);
+  // The stats' sync histogram holds those wake-ups and the message
+  // thread's by its workers' posts (one a round, its sleep's timer ending
+  // the other): the same wake-ups, and as many more as the message thread
+  // had timer wake-ups, give or take the round the run ends in.
+  const usched::latency_histogram sync = st.wake_latency(usched::wake_reason::sync);
+  const usched::latency_histogram timer = st.wake_latency(usched::wake_reason::timer);
+  CHECK(sync.count >= worker_wakes + timer.count);
+  CHECK(sync.count <= worker_wakes + timer.count + 1);
+  // Its percentiles agree with the clone's within a bucket's width (and
+  // the microsecond the clone's arithmetic may add).
+  for (const double p : {50.0, 99.0}) {
+    CAPTURE(p);
+    const std::uint64_t clone_ns = usched::schbench::percentile_value(summary, p) * 1000;
+    const std::uint64_t stats_ns = sync.percentile(p);
+    const std::uint64_t width = usched::latency_histogram::bucket_width(usched::latency_histogram::bucket_of(stats_ns));
+    CAPTURE(clone_ns, stats_ns, width);
+    CHECK(stats_ns + width + 1000 >= clone_ns);
+    CHECK(clone_ns + width + 1000 >= stats_ns);
+  }
 }

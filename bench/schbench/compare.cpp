@@ -9,6 +9,7 @@
 // overridden), then --policy P or --threads. The kernel run is the baseline:
 // the table gives each policy's p99 as a ratio of it.
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -218,6 +219,33 @@ std::string gnuplot_error(const std::string& log, const std::string& script) {
   return lines.empty() ? "" : lines.back();
 }
 
+// curve_style() is the gnuplot style of one curve, so that fourteen of
+// them read at a glance: the kernel's threads black and thicker, the CFS
+// family (every policy named cfs...) in blues and purples, the baselines
+// (none, steal, steal-lifo, ...) in oranges and greens. `nth` counts the
+// curves of the same family before this one; each gets its own colour,
+// marker and dash pattern, so no two curves look alike even in grey.
+std::string curve_style(const std::string& label, std::size_t nth) {
+  // Dark to light, blue then purple; and orange, green, alternating.
+  static constexpr std::array<const char*, 10> cfs_colours = {
+      "#08306b", "#2171b5", "#4292c6", "#6baed6", "#084594",
+      "#3f007d", "#6a51a3", "#807dba", "#9e9ac8", "#54278f"};
+  static constexpr std::array<const char*, 6> base_colours = {"#e66101", "#1b7837", "#fdb863",
+                                                              "#5aae61", "#b35806", "#a6dba0"};
+  // gnuplot's point types without the kernel's filled circle (7), and its
+  // dash types 1 (solid), 2 (dashes), 4 (dash-dot), 5 (dash-dot-dot).
+  static constexpr std::array<int, 12> points = {4, 5, 6, 8, 9, 10, 11, 12, 13, 1, 2, 3};
+  static constexpr std::array<int, 4> dashes = {1, 2, 4, 5};
+  if (label == "threads") return "lc rgb 'black' lw 3.5 dt 1 pt 7 ps 1.3";
+  const bool cfs = label.rfind("cfs", 0) == 0;
+  const char* colour = cfs ? cfs_colours[nth % cfs_colours.size()] : base_colours[nth % base_colours.size()];
+  // The baselines take the point types from the other end, so a CFS curve
+  // and a baseline curve never share one either.
+  const int pt = cfs ? points[nth % points.size()] : points[points.size() - 1 - nth % points.size()];
+  return std::string("lc rgb '") + colour + "' lw 2 dt " + std::to_string(dashes[nth % dashes.size()]) +
+         " pt " + std::to_string(pt) + " ps 1.1";
+}
+
 // plot() writes the PNG with gnuplot, which main() has found on PATH. On
 // success it says so on stdout; a failure is one line on stderr and a false
 // return. No successful run means nothing to plot, which is not a failure of
@@ -227,6 +255,8 @@ bool plot(const std::vector<run_result>& results, const std::string& png,
   const std::string data = (dir / "curves.dat").string();
   std::ofstream d(data);
   std::vector<std::string> titles;
+  std::vector<std::string> styles;
+  std::size_t nr_cfs = 0, nr_base = 0;
   for (const run_result& r : results) {
     if (!r.summary) continue;
     d << "# " << r.label << "\n";
@@ -236,6 +266,8 @@ bool plot(const std::vector<run_result>& results, const std::string& png,
     }
     d << "\n\n";
     titles.push_back(r.label == "threads" ? "threads (kernel)" : r.label);
+    const bool cfs = r.label.rfind("cfs", 0) == 0;
+    styles.push_back(curve_style(r.label, r.label == "threads" ? 0 : cfs ? nr_cfs++ : nr_base++));
   }
   d.close();
   if (titles.empty()) {
@@ -269,7 +301,7 @@ bool plot(const std::vector<run_result>& results, const std::string& png,
     << "plot ";
   for (std::size_t i = 0; i < titles.size(); ++i) {
     if (i) g << ", \\\n     ";
-    g << gnuplot_quote(data) << " index " << i << " using 1:2 with linespoints title "
+    g << gnuplot_quote(data) << " index " << i << " using 1:2 with linespoints " << styles[i] << " title "
       << gnuplot_quote(titles[i]);
   }
   g << "\n";

@@ -23,7 +23,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
     if (kind == placement_kind::wake) prev_cpu = se->cpu.load(std::memory_order_relaxed);
   }
   // Woken before it finished blocking: it keeps its place on its worker.
-  if (kind == placement_kind::wake && wake_running(se, why)) {
+  if (kind == placement_kind::wake && wake_running(se, why, now)) {
     if (tracer_) [[unlikely]] trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, prev_cpu, true, now);
     return r;
   }
@@ -48,7 +48,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   return r;
 }
 
-bool engine::wake_running(sched_entity* se, wake_reason why) {
+bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now) {
   // on_rq goes false only when the fiber's own worker dequeues it (under
   // the lock), and true only by an enqueue, which only this waker (the one
   // that claimed the wait) can do now: a false read is final.
@@ -59,7 +59,7 @@ bool engine::wake_running(sched_entity* se, wake_reason why) {
   const bool still = se->on_rq.load(std::memory_order_relaxed);
   if (still) {
     se->wake_pending = true;
-    count_wakeup(cpu, why);
+    count_wakeup(cpu, *se, why, now);
   }
   q.lock.unlock();
   return still;
@@ -67,7 +67,7 @@ bool engine::wake_running(sched_entity* se, wake_reason why) {
 
 unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff,
                          std::optional<wake_reason> why) {
-  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff, why);
+  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff, why, now);
   runqueue& q = rq(cpu);
   // The fiber's vruntime and load were last kept relative to the worker it
   // left; read that worker's min_vruntime before taking our own lock (no
@@ -127,7 +127,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
     }
   }
   add_runnable(cpu, q, se, kind);
-  if (why) count_wakeup(cpu, *why);
+  if (why) count_wakeup(cpu, *se, *why, now);
   if (handoff) {
     make_next(cpu, q, se);
   } else if (kind == enqueue_kind::wakeup) {
@@ -143,11 +143,11 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
 // when there is no clock, no vruntime, no preemption check and nothing to
 // publish but the count.
 unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff,
-                              std::optional<wake_reason> why) noexcept {
+                              std::optional<wake_reason> why, const now_source& now) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
   add_runnable(cpu, q, se, kind);
-  if (why) count_wakeup(cpu, *why);
+  if (why) count_wakeup(cpu, *se, *why, now);
   if (handoff) make_next(cpu, q, se);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();
@@ -224,6 +224,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // Its time in the queue accrues as runnable, not running, when it is
     // next updated (pelt_update_running, from the pick time kept below).
     q.curr = next;
+    note_run(cpu, *next, now);
     // Only the fair discipline keeps time: under FIFO and LIFO these stay
     // 0, and a fiber's sched_entity beyond its first line is never written
     // after the fiber is made (see struct fiber).
@@ -290,6 +291,7 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
   sched_entity* next = q.head;
   if (next) queue_remove(q, next);
   q.curr = next;
+  if (next) note_run(cpu, *next, now);
   q.need_resched.store(false, std::memory_order_relaxed);
   q.idle.store(next == nullptr, std::memory_order_relaxed);
   // Last, as in pick_next(): from here a waker may enqueue prev elsewhere.

@@ -80,7 +80,17 @@ void engine::add_counters(int cpu, worker_stats& out) const {
   out.active_pushes = c.active_pushes;
   out.active_abandoned = c.active_abandoned;
   out.handoffs = c.handoffs;
-  for (std::size_t r = 0; r < wake_reason_count; ++r) out.wakeups.n[r] = c.wakeups[r];
+  for (std::size_t r = 0; r < wake_reason_count; ++r) {
+    out.wakeups.n[r] = c.wakeups[r];
+    const latency_counters& lc = c.wake_latency[r];
+    latency_histogram& h = out.wake_latencies[r];
+    for (std::size_t b = 0; b < latency_histogram::bucket_count; ++b) {
+      h.buckets[b] = lc.buckets[b];
+      h.count += h.buckets[b];
+    }
+    h.sum_ns = lc.sum_ns;
+    h.max_ns = lc.max_ns;
+  }
   const auto& chain = domains_.per_cpu[static_cast<std::size_t>(cpu)];
   for (std::size_t l = 0; l < chain.size(); ++l) {
     const level_counters& lc = counters(cpu, l);

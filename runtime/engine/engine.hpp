@@ -403,7 +403,7 @@ class engine {
   // vruntime and nothing to publish but the queue count: enqueue() and
   // pick_next() go straight to these.
   unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff,
-                        std::optional<wake_reason> why) noexcept;
+                        std::optional<wake_reason> why, const now_source& now) noexcept;
   sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now,
                            sched_entity* joined) noexcept;
   // wake_running() handles a wake-up of a fiber that has published itself
@@ -413,11 +413,41 @@ class engine {
   // it is off every runqueue and must be enqueued. Takes that runqueue's lock
   // only when the fiber may still be on it, and counts the wake-up there by
   // `why` when it is.
-  bool wake_running(sched_entity* se, wake_reason why);
-  // count_wakeup(): one wake-up for `why` on cpu; the caller holds cpu's
-  // runqueue lock (cpu_counters::wakeups).
-  void count_wakeup(int cpu, wake_reason why) noexcept {
+  bool wake_running(sched_entity* se, wake_reason why, const now_source& now);
+  // count_wakeup(): one wake-up of `se` for `why` on cpu, at `now`; the
+  // caller holds cpu's runqueue lock (cpu_counters::wakeups). It also
+  // stamps se for the wake-to-run delay its next pick records (note_run).
+  void count_wakeup(int cpu, sched_entity& se, wake_reason why, const now_source& now) noexcept {
     counters_[static_cast<std::size_t>(cpu)].wakeups[static_cast<std::size_t>(why)].add();
+    wake_stamp_slot(se) = static_cast<std::uint32_t>(now());
+    se.wake_why = static_cast<std::uint8_t>(static_cast<unsigned>(why) + 1);
+  }
+
+  // ---- the wake-to-run delay (cpu_counters::wake_latency) ---------------------
+  //
+  // A wake-up stamps the fiber with the low 32 bits of `now` (ns) and its
+  // reason; the pick that next runs it records now minus the stamp, on the
+  // picking worker. The stamp lives on a line the wake-up writes anyway,
+  // so that always-on costs no extra line between the waker's core and
+  // the picker's: under load tracking, the PELT line (the enqueue's
+  // pelt_update), in its padding (pelt_avg::wake_stamp); otherwise, the
+  // wake-up line's util_est_enqueued, which nothing reads or writes
+  // without load tracking. 32 bits of ns wrap after 4.29 s; a difference
+  // of 2^31 or more is taken for a clock read a little behind the stamp's
+  // on another core (TSC skew) and counts as 0, so delays are measured up
+  // to 2.1 s (latency_histogram's last bucket).
+  std::uint32_t& wake_stamp_slot(sched_entity& se) const noexcept {
+    return tracks_load_ ? se.avg.wake_stamp : se.util_est_enqueued;
+  }
+  // note_run(): se becomes cpu's running fiber now (under cpu's runqueue
+  // lock); if a wake-up stamped it, its delay is recorded. `now` is read
+  // only then: a yield between fibers that nobody woke reads no clock.
+  [[gnu::always_inline]] void note_run(int cpu, sched_entity& se, const now_source& now) noexcept {
+    if (se.wake_why == 0) return;
+    const auto delta = static_cast<std::int32_t>(static_cast<std::uint32_t>(now()) - wake_stamp_slot(se));
+    counters_[static_cast<std::size_t>(cpu)].wake_latency[se.wake_why - 1u].record(
+        delta > 0 ? static_cast<std::uint64_t>(delta) : 0);
+    se.wake_why = 0;
   }
 
   // ---- the fair discipline (fair.cpp; its inline parts in engine_inline.hpp) ----

@@ -75,6 +75,7 @@ namespace usched::detail {
     q.nr_pinned.store(prev->pinned >= 0 ? pinned + 1 : pinned - 1, std::memory_order_relaxed);
   }
   q.curr = next;
+  note_run(cpu, *next, now);
   if (q.need_resched.load(std::memory_order_relaxed)) q.need_resched.store(false, std::memory_order_relaxed);
   q.lock.unlock();
   return next;
@@ -140,6 +141,7 @@ namespace usched::detail {
     }
     q.curr = next;
     next->exec_start = t;
+    note_run(cpu, *next, now);
   }
   // Picked (again): its slice starts now.
   next->prev_sum_exec = next->sum_exec;

@@ -41,7 +41,7 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
   wake_result r;
   const std::uint64_t id = tracer_ ? trace_id(joiner) : 0;
   if (tracer_) [[unlikely]] now();
-  if (wake_running(joiner, wake_reason::join)) {
+  if (wake_running(joiner, wake_reason::join, now)) {
     if (tracer_) [[unlikely]] {
       trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, true, now);
     }
@@ -93,7 +93,10 @@ pick_result engine::exit_to_joiner_untraced(int cpu, sched_entity* prev, sched_e
   cpu_counters& c = counters_[static_cast<std::size_t>(cpu)];
   c.wake_prev.add();
   c.handoffs.add();
-  count_wakeup(cpu, wake_reason::join);
+  // Made runnable and running in the same instant: a delay of 0, with no
+  // stamp and no clock read.
+  c.wakeups[static_cast<std::size_t>(wake_reason::join)].add();
+  c.wake_latency[static_cast<std::size_t>(wake_reason::join)].record(0);
   if (fair_ || tracks_load()) {
     // The joiner's wake-up (enqueue(wakeup) onto the worker it last ran on:
     // no migration), less its queue insert.

@@ -45,6 +45,10 @@ struct pelt_avg {
   std::uint64_t runnable_sum = 0;
   std::uint64_t util_sum = 0;
   std::uint32_t period_contrib = 0;  // units already accrued in the current period
+  // Not PELT's: a fiber's wake-up time-stamp under load tracking, which
+  // writes this line at every enqueue anyway (engine::wake_stamp_slot); in
+  // what would otherwise be padding.
+  std::uint32_t wake_stamp = 0;
   unsigned long load_avg = 0;
   unsigned long runnable_avg = 0;
   unsigned long util_avg = 0;

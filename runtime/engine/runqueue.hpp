@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include <usched/detail/spinlock.hpp>
+#include <usched/runtime.hpp>
 #include <usched/wake_reason.hpp>
 
 #include "pelt.hpp"
@@ -42,6 +43,21 @@ class stat_counter {
   std::atomic<std::uint64_t> v_{0};
 };
 
+// The wake-to-run delays of one wake reason on one worker
+// (usched::latency_histogram's buckets; the count is their sum). Written
+// only by that worker's thread, as it picks a woken fiber (under its
+// runqueue's lock).
+struct latency_counters {
+  stat_counter buckets[latency_histogram::bucket_count];
+  stat_counter sum_ns;
+  stat_counter max_ns;
+  void record(std::uint64_t ns) noexcept {
+    buckets[latency_histogram::bucket_of(ns)].add();
+    sum_ns.add(ns);
+    if (ns > max_ns.get()) max_ns.add(ns - max_ns.get());
+  }
+};
+
 // Balancing counters of one domain level of one worker, written by that worker.
 struct level_counters {
   stat_counter attempts;  // load_balance passes at this level
@@ -72,6 +88,10 @@ struct cpu_counters {
   // worker's runqueue lock, which it holds for the enqueue anyway: the lock
   // orders the wakers' load+store, so one counter never loses a count.
   stat_counter wakeups[wake_reason_count];
+  // Wake-to-run delays of the fibers this worker picked, by the reason of
+  // the wake-up that queued them (engine::note_run); on lines of their own,
+  // apart from the counters above that wakers write.
+  alignas(64) latency_counters wake_latency[wake_reason_count];
 };
 
 // A worker's runqueue.

@@ -36,6 +36,12 @@ struct sched_entity {
   // A wake-up arrived while the fiber was still running on its way to
   // block: its worker must keep it runnable (under the runqueue's lock).
   bool wake_pending = false;
+  // The wake-up that made it runnable and has not yet been followed by a
+  // run: its wake_reason + 1, 0 for none. Written with the wake-up's count
+  // (under the runqueue lock the enqueue holds), read and cleared by the
+  // pick that runs it, which records the delay (engine::note_run). In the
+  // line's padding; its time-stamp is in engine::wake_stamp_slot().
+  std::uint8_t wake_why = 0;
   // The kernel's p->recent_used_cpu: a worker it was recently woken
   // towards, tried by the wake-up placement before it scans the LLC. Set at
   // a spawn to the spawner's worker, and by each wake-up the fiber makes

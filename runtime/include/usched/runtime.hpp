@@ -1,6 +1,9 @@
 // usched/runtime.hpp: the runtime, an RAII owner of workers and fibers.
 #pragma once
 
+#include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +33,73 @@ struct domain_level_stats {
   std::uint64_t odd_picks = 0;
 };
 
+// latency_histogram: durations in ns, in log-linear buckets (HdrHistogram's
+// layout with two significant bits): below 256 ns, eight buckets of 32 ns;
+// above, every power of two cut into four equal buckets, so a bucket is at
+// most a quarter of the values it holds wide, up to the last bucket,
+// [1.88 s, 2.15 s), which also takes anything longer. Count, sum and the
+// exact maximum are kept beside the buckets; percentiles come from the
+// buckets. The wake-to-run delays of runtime::stats() are kept in these
+// (worker_stats::wake_latency()), the way Go reports /sched/latencies and
+// Tokio its scheduled-time histogram.
+struct latency_histogram {
+  static constexpr unsigned unit_shift = 5;  // the narrowest bucket: 32 ns
+  static constexpr unsigned sub_bits = 2;    // 4 buckets per power of two
+  static constexpr std::size_t linear_buckets = std::size_t{2} << sub_bits;
+  static constexpr std::size_t bucket_count = 100;
+
+  // bucket_of() is the bucket of a duration; anything past the last
+  // bucket's lower bound lands in it.
+  static constexpr std::size_t bucket_of(std::uint64_t ns) noexcept {
+    const std::uint64_t w = ns >> unit_shift;
+    if (w < linear_buckets) return static_cast<std::size_t>(w);
+    const auto m = static_cast<unsigned>(std::bit_width(w)) - 1;
+    const std::size_t i = (static_cast<std::size_t>(m - sub_bits + 1) << sub_bits) |
+                          static_cast<std::size_t>((w >> (m - sub_bits)) & ((1u << sub_bits) - 1));
+    return i < bucket_count ? i : bucket_count - 1;
+  }
+  // bucket_lower() is the smallest duration bucket i holds; bucket_width()
+  // how many ns it spans (the last one holds everything above its lower
+  // bound as well).
+  static constexpr std::uint64_t bucket_lower(std::size_t i) noexcept {
+    if (i < linear_buckets) return std::uint64_t{i} << unit_shift;
+    const std::size_t g = i >> sub_bits;
+    const std::uint64_t sub = i & ((std::size_t{1} << sub_bits) - 1);
+    return (((std::uint64_t{1} << sub_bits) + sub) << (g - 1)) << unit_shift;
+  }
+  static constexpr std::uint64_t bucket_width(std::size_t i) noexcept {
+    if (i < linear_buckets) return std::uint64_t{1} << unit_shift;
+    return (std::uint64_t{1} << ((i >> sub_bits) - 1)) << unit_shift;
+  }
+
+  std::array<std::uint64_t, bucket_count> buckets{};
+  std::uint64_t count = 0;   // durations recorded
+  std::uint64_t sum_ns = 0;  // their sum
+  std::uint64_t max_ns = 0;  // the longest, exactly
+
+  // record() adds one duration.
+  void record(std::uint64_t ns) noexcept {
+    ++buckets[bucket_of(ns)];
+    ++count;
+    sum_ns += ns;
+    if (ns > max_ns) max_ns = ns;
+  }
+  // merge() adds another histogram's durations to this one's.
+  void merge(const latency_histogram& o) noexcept {
+    for (std::size_t i = 0; i < bucket_count; ++i) buckets[i] += o.buckets[i];
+    count += o.count;
+    sum_ns += o.sum_ns;
+    if (o.max_ns > max_ns) max_ns = o.max_ns;
+  }
+  // percentile() is the p-th percentile (p in (0, 100]) as the buckets give
+  // it: the midpoint of the first bucket at which the running count reaches
+  // p% of the count (at least one sample), never above max_ns; 0 when
+  // empty. Within half a bucket of the exact value.
+  std::uint64_t percentile(double p) const noexcept;
+  // mean_ns() is sum_ns / count, 0 when empty.
+  std::uint64_t mean_ns() const noexcept { return count ? sum_ns / count : 0; }
+};
+
 // Counters of one worker.
 struct worker_stats {
   std::uint64_t fibers_run = 0;          // context switches into a fiber
@@ -53,12 +123,43 @@ struct worker_stats {
   // (usched/wake_reason.hpp): wakeups[wake_reason::timer] ...
   wake_counts wakeups;
   std::vector<domain_level_stats> levels;  // its domain chain, narrowest first
+  // Wake-to-run delays of the fibers that started running on this worker,
+  // by why they were made runnable: from the wake-up or spawn that queued
+  // them (wherever it queued them; a fiber moved by balancing counts where
+  // it runs) to the switch into them. A fiber whose wake-up found it still
+  // on its way to block counts from that wake-up to when it next runs. The
+  // engine's clock (the time-stamp counter; virtual time in the simulator).
+  std::array<latency_histogram, wake_reason_count> wake_latencies;
+
+  // wake_latency(why) is one reason's histogram; wake_latency() all of
+  // them merged.
+  const latency_histogram& wake_latency(wake_reason why) const noexcept {
+    return wake_latencies[static_cast<std::size_t>(why)];
+  }
+  latency_histogram wake_latency() const noexcept {
+    latency_histogram h;
+    for (const latency_histogram& r : wake_latencies) h.merge(r);
+    return h;
+  }
 };
 
 // Everything runtime::stats() reports.
 struct runtime_stats {
   std::string policy;
   std::vector<worker_stats> workers;
+
+  // wake_latency(why) / wake_latency(): worker_stats' histograms merged
+  // over every worker.
+  latency_histogram wake_latency(wake_reason why) const noexcept {
+    latency_histogram h;
+    for (const worker_stats& w : workers) h.merge(w.wake_latency(why));
+    return h;
+  }
+  latency_histogram wake_latency() const noexcept {
+    latency_histogram h;
+    for (const worker_stats& w : workers) h.merge(w.wake_latency());
+    return h;
+  }
 
   // A readable table (what USCHED_STATS=1 prints) and one JSON document
   // (USCHED_STATS=json).
