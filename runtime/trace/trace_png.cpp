@@ -94,14 +94,16 @@ std::string complaint(const std::string& log) {
   return last;
 }
 
-// A fiber's colour: a hue from its id (mixed, so that neighbouring ids
-// differ), at a saturation and value that keep text on it readable.
+// A fiber's colour: a hue from its id by the golden ratio (so that the
+// fibers spawned together, with neighbouring ids, are far apart on the
+// wheel), a saturation and value from its mixed bits.
 unsigned colour_of(std::uint64_t id) {
   std::uint64_t z = id + 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
-  const double h = static_cast<double>(z % 3600) / 600.0;  // 0..6
+  const double golden = 0.6180339887498949;
+  const double h = std::fmod(static_cast<double>(id % 1000003) * golden, 1.0) * 6.0;  // 0..6
   const double s = 0.55 + static_cast<double>((z >> 12) % 30) / 100.0;
   const double v = 0.75 + static_cast<double>((z >> 20) % 20) / 100.0;
   const double c = v * s;
@@ -155,11 +157,21 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
                              " ns is empty; expected from < to, within the trace's times");
   }
   if (!on_path("gnuplot")) throw std::runtime_error(head + "gnuplot is not on PATH; install gnuplot");
+  // gnuplot says little when it cannot write its output: find out first,
+  // and leave no empty file behind when it fails.
+  const bool existed = fs::exists(o.png_path);
   {
-    // gnuplot says little when it cannot write its output: find out first.
     std::ofstream probe(o.png_path, std::ios::out | std::ios::app);
     if (!probe) throw std::runtime_error(head + "cannot be written");
   }
+  struct remove_unless_done {
+    const std::string& path;
+    bool keep;
+    ~remove_unless_done() {
+      std::error_code ec;
+      if (!keep) fs::remove(path, ec);
+    }
+  } created{o.png_path, existed};
 
   const auto labels = tn::labels(d);
   std::vector<tn::run_span> runs;
@@ -257,6 +269,7 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
                                           : "killed by signal " + std::to_string(WTERMSIG(st));
     throw std::runtime_error(head + "gnuplot failed (" + how + ")" + (said.empty() ? "" : ": " + said));
   }
+  created.keep = true;
 }
 
 void write_timeline_png(const trace_data& d, std::int64_t from_ns, std::int64_t to_ns, const std::string& png_path,

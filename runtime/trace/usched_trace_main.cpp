@@ -9,6 +9,8 @@
 // and exit status 2, before anything is written; a failure after that
 // (gnuplot's, a file that cannot be written) is one line and exit status 1.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -53,6 +55,17 @@ std::int64_t parse_us(const std::string& flag, const std::string& v) {
   std::string ns = frac;
   ns.resize(3, '0');
   return std::stoll(whole) * 1000 + std::stoll(ns);
+}
+
+// check_output() throws a usage error naming `flag` unless `path` can be
+// written; it leaves no file behind that was not there.
+void check_output(const std::string& flag, const std::string& path) {
+  const bool existed = std::filesystem::exists(path);
+  {
+    std::ofstream probe(path, std::ios::out | std::ios::app);
+    if (!probe) throw usage(flag + " '" + path + "': cannot be written; expected a file name in an existing, writable folder");
+  }
+  if (!existed) std::filesystem::remove(path);
 }
 
 int summary(const std::vector<std::string>& a) {
@@ -100,6 +113,7 @@ int timeline(const std::vector<std::string>& a) {
   if (have_from && have_to && to <= from) {
     throw usage("--to '" + to_text + "': the window is empty; expected --to after --from");
   }
+  check_output("-o", o.png_path);
   const ud::trace_data d = ud::read_trace_file(file);
   o.from_ns = have_from ? from : (d.records.empty() ? 0 : d.records.front().time);
   o.to_ns = have_to ? to : 0;
@@ -110,6 +124,7 @@ int timeline(const std::vector<std::string>& a) {
 
 int convert(const std::vector<std::string>& a) {
   if (a.size() != 2) throw usage("convert: expected IN OUT, got " + std::to_string(a.size()) + " arguments");
+  check_output("convert: OUT", a[1]);
   const ud::trace_data d = ud::read_trace_file(a[0]);
   ud::write_trace_file(a[1], d);
   return 0;
