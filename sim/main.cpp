@@ -19,6 +19,7 @@
 #include <usched/options.hpp>
 
 #include "cli.hpp"
+#include "trace_export.hpp"
 #include "histogram.hpp"
 #include "schbench_model.hpp"
 #include "simulator.hpp"
@@ -46,7 +47,7 @@ std::string usage_text() {
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
-      "  --trace FILE   write one line per scheduling event to FILE\n"
+      "  --trace FILE   record every scheduling event to FILE: Chrome JSON if it ends in .json, else ftrace text\n"
       "  --validate     run schbench shapes on the real runtime and in the simulator, one table (--quick: fewer)\n"
       "  --experiments  run the seeds' experiments and print docs/experiments.md; exit 1 if a shape does not hold\n"
       "                 (--quick: fewer seeds, shorter runs)\n"
@@ -235,33 +236,41 @@ int main(int argc, char** argv) {
   // Everything the run needs is checked before anything is written: the
   // topology (building the simulator), the schbench flags only a run
   // checks, the output files.
+  std::unique_ptr<usched::detail::tracer> trace;
   std::unique_ptr<simulator> sim;
   try {
     if (c.kind == "schbench") usched::sim::check_model_options(so);
+    if (!c.trace_file.empty()) {
+      // One thread writes every record, in virtual time order: the
+      // outside buffer holds them all.
+      trace = std::make_unique<usched::detail::tracer>(usched::detail::tracer::config{});
+      c.cfg.trace = trace.get();
+    }
     sim = std::make_unique<simulator>(c.cfg);
   } catch (const std::exception& e) {
     std::cerr << program << ": " << e.what() << '\n';
     return 2;
   }
-  std::ofstream trace;
   const auto remove_outputs = [&] {
-    if (trace.is_open()) {
-      trace.close();
-      std::remove(c.trace_file.c_str());
-    }
+    if (trace) std::remove(c.trace_file.c_str());
   };
   try {
-    if (!c.trace_file.empty()) {
-      trace.open(c.trace_file, std::ios::out | std::ios::trunc);
-      if (!trace) throw std::runtime_error("--trace: cannot write '" + c.trace_file + "'");
-      sim->set_trace(&trace);
-    }
     // The whole report is kept until the run has finished, so that a run
     // that fails leaves no half-written output.
     std::ostringstream out;
     sb::run_summary s =
         c.kind == "schbench" ? usched::sim::run_schbench_model(*sim, so, out) : usched::sim::run_workload(*sim, wl, out);
-    if (trace.is_open() && !trace.flush()) throw std::runtime_error("--trace: writing '" + c.trace_file + "' failed");
+    if (trace) {
+      usched::detail::trace_data d = trace->collect();
+      d.policy = c.cfg.policy;
+      d.nr_cpus = sim->nr_cpus();
+      d.virtual_time = true;
+      try {
+        usched::detail::write_trace_file(c.trace_file, d);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("--trace: ") + e.what());
+      }
+    }
     if (c.kind == "schbench" && !so.json_file.empty()) {
       std::ofstream json(so.json_file, std::ios::out | std::ios::trunc);
       json << sb::to_json(s);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include <usched/detail/wait.hpp>
 #include <usched/error.hpp>
 
 #include "topology.hpp"
@@ -133,6 +134,25 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   detail::engine_config ecfg = detail::engine_config_of(cfg_.options);
   ecfg.balance_pass_per_cpu_ns = cfg_.cost.balance_pass_ns;
   engine_ = std::make_unique<detail::engine>(build_domains(places_), make_policy(cfg_.policy), ecfg);
+  if (cfg_.trace) {
+    detail::engine::trace_hooks hooks;
+    hooks.id = [](const detail::sched_entity& se) noexcept {
+      return static_cast<std::uint64_t>(static_cast<const sim_fiber&>(se).id);
+    };
+    // What a blocking fiber waits in, as the runtime's primitives name it:
+    // schbench's futex post and wait is a binary semaphore.
+    hooks.wait = [](const detail::sched_entity& se) noexcept {
+      detail::wait_kind k = detail::wait_kind::none;
+      switch (static_cast<const sim_fiber&>(se).current.what) {
+        case step::kind::sleep: k = detail::wait_kind::sleep; break;
+        case step::kind::wait: k = detail::wait_kind::semaphore; break;
+        case step::kind::join: k = detail::wait_kind::join; break;
+        default: break;
+      }
+      return static_cast<std::uint8_t>(k);
+    };
+    engine_->set_tracer(cfg_.trace, hooks);
+  }
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.options.spin).count();
   cpus_.resize(engine_->nr_cpus());
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
@@ -255,7 +275,18 @@ sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
   fibers_.push_back(std::move(f));
   engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_, false, wake_reason::spawn);
   ref.woken_at = now_;
-  if (cfg_.trace) *cfg_.trace << now_ << " spawn fiber " << ref.id << " on " << cpu << '\n';
+  if (cfg_.trace) {
+    // Queued without a placement: a spawn from outside, onto `cpu`.
+    detail::trace_record t;
+    t.time = now_;
+    t.type = detail::trace_event::wakeup;
+    t.fiber = static_cast<std::uint64_t>(ref.id);
+    t.cpu = static_cast<std::int16_t>(cpu);
+    t.reason = static_cast<std::uint8_t>(wake_reason::spawn);
+    t.flags = detail::wake_flag_new;
+    t.depth = detail::trace_depth(engine_->nr_queued(cpu));
+    cfg_.trace->emit(t);
+  }
   notify(cpu);
   poke(cpu);
   return ref;
@@ -276,16 +307,16 @@ void simulator::try_to_wake_up(sim_fiber& f, placement_kind kind, wake_reason wh
   std::vector<usched::cpu_snapshot>& scratch =
       origin >= 0 ? cpus_[static_cast<std::size_t>(origin)].scratch : outside_scratch_;
   const std::uint64_t bits = random_of(origin);
-  woken(f, kind, origin, engine_->wake_up(&f, kind, why, origin, bits, scratch, now_));
+  woken(f, engine_->wake_up(&f, kind, why, origin, bits, scratch, now_));
 }
 
 // The exiting fiber on `cpu` wakes its joiner (runtime_impl::fiber_done()).
 void simulator::wake_joiner(sim_fiber& f, int cpu) {
   std::vector<usched::cpu_snapshot>& scratch = cpus_[static_cast<std::size_t>(cpu)].scratch;
-  woken(f, placement_kind::wake, cpu, engine_->wake_joiner(&f, cpu, random_of(cpu), scratch, now_));
+  woken(f, engine_->wake_joiner(&f, cpu, random_of(cpu), scratch, now_));
 }
 
-void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_result& r) {
+void simulator::woken(sim_fiber& f, const wake_result& r) {
   // The waker pays for the placement, and for a futex wake if it must
   // wake a parked worker (a fiber's program acting; not a timer).
   if (acting_cpu_ >= 0) {
@@ -293,12 +324,6 @@ void simulator::woken(sim_fiber& f, placement_kind kind, int origin, const wake_
     if (r.cpu >= 0 && r.notify && cpus_[static_cast<std::size_t>(r.cpu)].st == vcpu::state::parked) {
       charge_ns_ += cfg_.cost.waker_futex_ns;
     }
-  }
-  if (cfg_.trace) {
-    *cfg_.trace << now_ << " " << (kind == placement_kind::spawn ? "spawn" : "wake") << " fiber " << f.id
-                << " from " << origin << " prev " << f.last_cpu << " -> " << r.cpu
-                << (r.cpu >= 0 && !engine_->cpu_idle(r.cpu) ? " (busy)" : "")
-                << (r.kick ? " kick" : "") << '\n';
   }
   if (r.cpu < 0) return;
   f.woken_at = now_;
@@ -331,6 +356,7 @@ void simulator::kick_idle(int busy_cpu, bool pull) {
   };
   const kick_result k = engine_->kick(busy_cpu, pull, idle_cpus{*this, busy_cpu});
   if (k.cpu < 0) return;
+  engine_->trace_idle(k.cpu, detail::idle_kind::kick, now_, busy_cpu);
   if (k.pull) cpus_[static_cast<std::size_t>(k.cpu)].kicked = true;
   notify(k.cpu);
 }
@@ -344,6 +370,7 @@ void simulator::notify(int cpu) {
     --nr_spinning_;
     v.st = vcpu::state::waking;
   } else if (v.st == vcpu::state::parked) {
+    engine_->trace_idle(cpu, detail::idle_kind::unpark, now_);
     push(now_ + cfg_.cost.wake_parked_ns, ev::look, cpu, ++v.gen);
     --nr_parked_;
     v.st = vcpu::state::waking;
@@ -374,7 +401,6 @@ void simulator::switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns) {
   v.curr = next;
   v.pending_check = never;
   ++v.fibers_run;
-  if (cfg_.trace) *cfg_.trace << now_ << " cpu " << cpu << " runs fiber " << next->id << '\n';
   const std::int64_t cost = cfg_.cost.switch_ns + migration_cost(next->last_cpu, cpu) + extra_ns;
   if (next->last_cpu >= 0 && next->last_cpu != cpu) {
     ++migrations_;
@@ -606,7 +632,6 @@ void simulator::idle(int cpu) {
     v.busy = false;
   }
   v.st = vcpu::state::waking;
-  if (cfg_.trace) *cfg_.trace << now_ << " cpu " << cpu << " idle" << '\n';
   find_work(cpu);
 }
 
@@ -625,6 +650,7 @@ void simulator::find_work(int cpu) {
     return;
   }
   v.st = vcpu::state::spinning;
+  engine_->trace_idle(cpu, detail::idle_kind::spin, now_);
   ++nr_spinning_;
   v.spin_until = now_ + spin_ns_;
   push(std::min(now_ + cfg_.cost.spin_poll_ns, v.spin_until), ev::spin_poll, cpu, ++v.gen);
@@ -662,6 +688,7 @@ void simulator::park(int cpu) {
     return;
   }
   ++v.parks;
+  engine_->trace_idle(cpu, detail::idle_kind::park, now_);
 }
 
 // ---- statistics ------------------------------------------------------------------

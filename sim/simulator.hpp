@@ -136,9 +136,12 @@ struct sim_config {
   // preset alone.
   usched::options options;
   costs cost;
-  // When set, one line per scheduling event (wake-ups and their placement,
-  // switches, idling, parking, balance pulls), in virtual time order.
-  std::ostream* trace = nullptr;
+  // When set, every scheduling event is recorded into it in virtual time
+  // (detail/trace.hpp): the engine's own (switches, wake-ups and their
+  // placement, migrations, balance passes) and the idle loop's (spin,
+  // park, unpark, kick). Set before the simulator is made; it must
+  // outlive it.
+  detail::tracer* trace = nullptr;
 };
 
 class simulator {
@@ -174,8 +177,6 @@ class simulator {
   unsigned nr_cpus() const noexcept;
   const detail::engine& eng() const noexcept { return *engine_; }
   const sim_config& config() const noexcept { return cfg_; }
-  // set_trace() starts (or, with null, stops) the event trace.
-  void set_trace(std::ostream* trace) noexcept { cfg_.trace = trace; }
   // The one-line topology summary, as the runtime describes it.
   const std::string& topology_line() const noexcept { return topology_line_; }
   // Fibers that started running on another worker than the one they last
@@ -216,7 +217,7 @@ class simulator {
   void wake_joiner(sim_fiber& f, int cpu);
   // What a wake-up's result asks of the backend: the waker's charge, the
   // worker to notify, the trace.
-  void woken(sim_fiber& f, usched::placement_kind kind, int origin, const detail::wake_result& r);
+  void woken(sim_fiber& f, const detail::wake_result& r);
   void kick_idle(int busy_cpu, bool pull = false);
   unsigned tick(int cpu);  // fibers its periodic balance pulled here
   void schedule_check(int cpu);

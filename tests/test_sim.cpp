@@ -337,7 +337,7 @@ TEST_CASE("sim: the stats' wake-to-run delays agree with the trace and with the 
   for (const char* cost : {"switch", "migrate_llc", "migrate_cross_llc", "migrate_numa", "waker", "waker_futex"}) {
     usched::sim::set_cost(c.cost, cost, 0);
   }
-  std::ostringstream trace;
+  usched::detail::tracer trace({});
   c.trace = &trace;
   simulator sim(c);
   std::ostringstream out;
@@ -347,30 +347,21 @@ TEST_CASE("sim: the stats' wake-to-run delays agree with the trace and with the 
   // From the trace: each wake-up or spawn that queued a fiber, and the
   // switch that next ran it. Fiber 1 is the message thread (spawned from
   // outside); the others are its workers.
-  std::map<int, std::pair<std::int64_t, bool>> queued_at;  // when, and whether a wake-up (not a spawn)
+  using usched::detail::trace_event;
+  std::map<std::uint64_t, std::pair<std::int64_t, bool>> queued_at;  // when, and whether a wake-up (not a spawn)
   usched::latency_histogram all;
   std::vector<std::int64_t> clone_deltas_us;  // the workers', in the clone's arithmetic
-  std::istringstream in(trace.str());
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream l(line);
-    std::int64_t t = 0;
-    std::string what, fiber;
-    l >> t >> what;
-    if (what == "wake" || what == "spawn") {
-      int id = 0, from = 0, prev = 0, to = 0;
-      std::string f, p, arrow;
-      l >> fiber >> id >> f >> from >> p >> prev >> arrow >> to;
-      if (to >= 0) queued_at[id] = {t, what == "wake"};
-    } else if (what == "cpu") {
-      int cpu = 0, id = 0;
-      std::string runs;
-      l >> cpu >> runs >> fiber >> id;
-      if (runs != "runs") continue;
-      const auto it = queued_at.find(id);
+  for (const auto& e : trace.collect().records) {
+    if (e.type == trace_event::wakeup) {
+      if (!(e.flags & usched::detail::wake_flag_running)) {
+        queued_at[e.fiber] = {e.time, !(e.flags & usched::detail::wake_flag_new)};
+      }
+    } else if (e.type == trace_event::switch_to && e.other != 0) {
+      const auto it = queued_at.find(e.other);
       if (it == queued_at.end()) continue;
       const auto [at, woken] = it->second;
-      all.record(static_cast<std::uint64_t>(t - at));
-      if (id != 1 && woken) clone_deltas_us.push_back(t / 1000 - at / 1000);
+      all.record(static_cast<std::uint64_t>(e.time - at));
+      if (e.other != 1 && woken) clone_deltas_us.push_back(e.time / 1000 - at / 1000);
       queued_at.erase(it);
     }
   }

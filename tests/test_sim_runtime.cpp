@@ -72,7 +72,7 @@ traced_run run_traced(const std::string& topology, const std::string& policy, co
   c.policy = policy;
   c.options = usched::test::make_options(policy, 1);
   adjust(c.options);
-  std::ostringstream trace;
+  usched::detail::tracer trace({});
   c.trace = &trace;
   simulator sim(c);
   std::istringstream in(text);
@@ -81,26 +81,16 @@ traced_run run_traced(const std::string& topology, const std::string& policy, co
   usched::sim::run_workload(sim, w, out);
 
   traced_run r;
-  std::istringstream lines(trace.str());
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::int64_t t = 0;
-    std::string what;
-    words >> t >> what;
-    if (what == "cpu") {
-      int cpu = 0;
-      std::string verb, fiber_word;
-      int fiber = 0;
-      words >> cpu >> verb;
-      if (verb == "runs" && words >> fiber_word >> fiber) r.runs.push_back({t, cpu, fiber});
-    } else if (what == "spawn" || what == "wake") {
-      // "T wake fiber F from O prev P -> C ..." (spawn_on's "T spawn fiber F on C" has no "from")
-      std::string fiber_word, from_word, prev_word, arrow;
-      int fiber = 0, from = 0, prev = 0, to = 0;
-      words >> fiber_word >> fiber >> from_word;
-      if (from_word != "from") continue;
-      words >> from >> prev_word >> prev >> arrow >> to;
-      r.wakes.push_back({t, what == "spawn", fiber, from, to});
+  using usched::detail::trace_event;
+  for (const auto& e : trace.collect().records) {
+    if (e.type == trace_event::switch_to && e.other != 0) {
+      r.runs.push_back({e.time, e.cpu, static_cast<int>(e.other)});
+    } else if (e.type == trace_event::wakeup && !(e.flags & usched::detail::wake_flag_running)) {
+      // A fiber a workload queues at the start (spawn_on) is placed by no
+      // one: it has neither a waker's worker nor a previous one.
+      const bool is_new = (e.flags & usched::detail::wake_flag_new) != 0;
+      if (is_new && e.aux < 0 && e.from < 0 && e.time == 0) continue;
+      r.wakes.push_back({e.time, is_new, static_cast<int>(e.fiber), e.aux, e.cpu});
     }
   }
   r.stats = sim.stats();

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "options_check.hpp"
 #include "overflow.hpp"
 #include "runtime_impl.hpp"
+#include "trace_export.hpp"
 
 namespace usched::detail {
 namespace {
@@ -76,6 +79,7 @@ runtime_impl::runtime_impl(options opts)
   spin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.spin).count();
   install_overflow_handler();
   io_backend_ = choose_io_backend();
+  start_tracing();
 
   log_->info("starting: {}", describe());
   if (shares_units) {
@@ -107,6 +111,63 @@ void runtime_impl::start_workers() {
                                                   "process is at its thread or address-space limit)",
                                                   started, workers_.size()));
   }
+}
+
+void runtime_impl::start_tracing() {
+  if (opts_.trace.empty() && opts_.trace_flight == 0) return;
+  if (opts_.trace_flight == 0) {
+    // A whole run is written when the runtime ends; a path that cannot be
+    // written is said now, not after the run.
+    std::FILE* f = std::fopen(opts_.trace.c_str(), "w");
+    if (!f) {
+      throw config_error(option_subject(opts_, "trace") + " cannot be written: " + std::strerror(errno));
+    }
+    std::fclose(f);
+  }
+  tracer::config c;
+  c.nr_cpus = places_.size();
+  c.kind = opts_.trace_flight > 0 ? tracer::mode::flight : tracer::mode::whole_run;
+  c.flight_records = opts_.trace_flight;
+  c.limit_bytes = std::size_t{opts_.trace_limit_mb} << 20;
+  tracer_ = std::make_unique<tracer>(c);
+  engine::trace_hooks hooks;
+  hooks.id = [](const sched_entity& se) noexcept {
+    return static_cast<const fiber&>(se).id.load(std::memory_order_relaxed);
+  };
+  hooks.wait = [](const sched_entity& se) noexcept {
+    return static_cast<std::uint8_t>(static_cast<const fiber&>(se).waiting_in.load(std::memory_order_relaxed));
+  };
+  engine_.set_tracer(tracer_.get(), hooks);
+}
+
+void runtime_impl::dump_trace(const std::string& path) const {
+  if (!tracer_) {
+    throw config_error("dump_trace('" + path +
+                       "'): this runtime records no trace; set USCHED_TRACE or USCHED_TRACE_FLIGHT "
+                       "(options::trace, options::trace_flight)");
+  }
+  write_trace_file(path, trace_now());
+}
+
+void runtime_impl::write_trace_at_exit() noexcept {
+  if (!tracer_ || opts_.trace.empty() || tracer_->cfg().kind != tracer::mode::whole_run) return;
+  try {
+    const trace_data d = trace_now();
+    write_trace_file(opts_.trace, d);
+    log_->info("trace: {} events written to '{}'", d.records.size(), opts_.trace);
+    if (d.dropped > 0) {
+      log_->warn("{}: {} events were dropped past the trace's {} MiB (USCHED_TRACE_LIMIT_MB)",
+                 option_subject(opts_, "trace"), d.dropped, opts_.trace_limit_mb);
+    }
+  } catch (const std::exception& e) {
+    log_->error("{}: {}", option_subject(opts_, "trace"), e.what());
+  }
+}
+
+trace_data runtime_impl::trace_now() const {
+  trace_data d = tracer_->collect();
+  d.policy = engine_.policy().name();
+  return d;
 }
 
 void runtime_impl::stop_workers() noexcept {
@@ -161,6 +222,7 @@ runtime_impl::~runtime_impl() {
   // blocking call (and it keeps the wait above going).
   stop_blocking_pool();
   stop_workers();
+  write_trace_at_exit();
   if (teardown_books_) *teardown_books_ = pool_.books();
   if (opts_.stats != options::stats_output::none) {
     const runtime_stats st = stats();
@@ -253,5 +315,6 @@ unsigned runtime::workers() const noexcept { return impl_->nr_workers(); }
 const options& runtime::config() const noexcept { return impl_->config(); }
 std::string runtime::describe() const { return impl_->describe(); }
 runtime_stats runtime::stats() const { return impl_->stats(); }
+void runtime::dump_trace(const std::string& path) const { impl_->dump_trace(path); }
 
 }  // namespace usched

@@ -354,6 +354,12 @@ const std::vector<option_rule>& rules() {
     stats.complaint_code = expected("stats_output::none, table or json");
     t.push_back(std::move(stats));
 
+    t.push_back(text("trace", "USCHED_TRACE", &options::trace, [](const std::string&) { return true; }, ""));
+    t.push_back(count("trace_flight", "USCHED_TRACE_FLIGHT", &options::trace_flight, 0, 1u << 24,
+                      "events kept per worker (0: the whole run)"));
+    t.push_back(count("trace_limit_mb", "USCHED_TRACE_LIMIT_MB", &options::trace_limit_mb, 1, 65536,
+                      "a whole run's trace memory in MiB"));
+
     t.push_back(text("log_level", "USCHED_LOG", &options::log_level, &is_log_level,
                      " is not a log level; choose one of: " + joined(log_levels())));
     return t;

@@ -75,6 +75,12 @@ class runtime_impl {
   void record_books_at_teardown(stack_pool::ledger* out) noexcept { teardown_books_ = out; }
   std::string describe() const;
   runtime_stats stats() const;
+  // The trace recorder (options::trace, trace_flight), or null.
+  tracer* trace() const noexcept { return tracer_.get(); }
+  // trace_now(): what the recorder holds, merged (trace.hpp); needs a
+  // recorder. dump_trace(): runtime::dump_trace().
+  trace_data trace_now() const;
+  void dump_trace(const std::string& path) const;
   double cycles_per_ns() const noexcept { return cycles_per_ns_; }
   double ns_per_cycle() const noexcept { return ns_per_cycle_; }
   // The floating-point control state every fiber starts with (that of the
@@ -198,6 +204,13 @@ class runtime_impl {
   std::vector<worker_place> places_;
   std::shared_ptr<spdlog::logger> log_;
   engine engine_;
+  std::unique_ptr<tracer> tracer_;
+  // start_tracing(): makes the recorder the options ask for, and checks
+  // that a whole run's file can be written before anything runs.
+  void start_tracing();
+  // write_trace_at_exit(): a whole run's trace, to options::trace, once
+  // the workers have stopped; a failure is logged, not thrown.
+  void write_trace_at_exit() noexcept;
   stack_pool pool_;
   stack_pool::ledger* teardown_books_ = nullptr;  // record_books_at_teardown()
   worker_unit unit_ = worker_unit::pu;

@@ -145,6 +145,7 @@ void runtime_impl::start(fiber* f, task_base* task, join_state* state, const spa
   f->preferred_node = opts.numa_node;
   f->weight = opts.weight;
   f->label.store(opts.label, std::memory_order_relaxed);
+  if (tracer_ && opts.label) [[unlikely]] tracer_->emit_label(engine_now_ns(), id, opts.label);
   f->cpu.store(-1, std::memory_order_relaxed);
   f->on_rq.store(false, std::memory_order_relaxed);
   f->wake_pending = false;

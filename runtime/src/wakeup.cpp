@@ -64,6 +64,7 @@ void runtime_impl::kick_idle(int busy_cpu, worker* w, bool pull) noexcept {
   };
   const kick_result k = engine_.kick(busy_cpu, pull, idle_workers{*this, w});
   if (k.cpu < 0) return;
+  if (engine_.tracing()) [[unlikely]] engine_.trace_idle(k.cpu, idle_kind::kick, engine_clock(), busy_cpu);
   if (k.pull) worker_at(k.cpu).mark_pull();
   worker_at(k.cpu).notify();
 }

@@ -346,6 +346,7 @@ void worker::idle_wait() {
   // word first, so that a pull kick reaches it (kick_idle); it leaves the
   // spin when kicked, to balance in find_work().
   const bool kickable = !e.idle_pulls_by_itself();
+  if (e.tracing()) [[unlikely]] e.trace_idle(index_, idle_kind::spin, engine_clock());
   if (kickable) spin_word_.store(spin_open, std::memory_order_seq_cst);
   rt_.nr_spinning.fetch_add(1, std::memory_order_seq_cst);
   const std::int64_t spin_until = engine_now_ns() + rt_.spin_ns();
@@ -432,6 +433,7 @@ void worker::idle_wait() {
     }
     std::int64_t timeout = -1;
     if (until != far_deadline_ns) timeout = std::max<std::int64_t>(0, until - now_ns());
+    if (e.tracing() && (in_io || timeout != 0)) [[unlikely]] e.trace_idle(index_, idle_kind::park, engine_clock());
     if (in_io) {
       parks_.add();
       io_->wait(*this, timeout);
@@ -444,6 +446,7 @@ void worker::idle_wait() {
   // before this worker runs a fiber and reads the watch (leaving_idle).
   park_word_.store(0, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
+  if (e.tracing()) [[unlikely]] e.trace_idle(index_, idle_kind::unpark, engine_clock());
   // Woken for a pull kick (mark_pull()): balance unrationed.
   if (kickable && spin_word_.exchange(spin_none, std::memory_order_seq_cst) == spin_kicked) kicked_ = true;
   if (watching_) {
@@ -533,6 +536,7 @@ void worker::main() {
   }
   phase_start_cycles_ = cycles();
   next_tick_cycles_ = cycles() + rt_.tick_cycles();
+  if (tracer* t = rt_.trace()) t->bind_thread(index_);
   for (;;) {
     fiber* next = find_work();
     if (next) {
@@ -550,6 +554,7 @@ void worker::main() {
   // Return cached fibers to the pool for a tidy teardown.
   rt_.pool().give(fiber_cache_.data(), fiber_cache_.size());
   fiber_cache_.clear();
+  if (tracer* t = rt_.trace()) t->unbind_thread();
   tls_worker = nullptr;
 }
 

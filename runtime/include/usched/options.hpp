@@ -144,6 +144,23 @@ struct options {
   enum class stats_output { none, table, json };
   stats_output stats = stats_output::none;
 
+  // Recording what the scheduler did (docs/tracing.md). `trace`
+  // (USCHED_TRACE) is the file a trace is written to, in the format its
+  // name says: a name ending in `.json` gets Chrome's Trace Event Format
+  // (Perfetto's UI, chrome://tracing), any other Linux ftrace text (what
+  // `trace-cmd report` prints); empty (the default) records nothing
+  // unless trace_flight asks for a flight recorder.
+  // `trace_flight` (USCHED_TRACE_FLIGHT), 0..16777216: 0 records the whole
+  // run and writes it to `trace` when the runtime is destroyed; N keeps
+  // only the last N events of each worker (rounded up to a power of two,
+  // at least 16), written only when asked: runtime::dump_trace(), a
+  // stall report, a fatal report (to `trace`, when it is set).
+  // `trace_limit_mb` (USCHED_TRACE_LIMIT_MB), 1..65536: the most memory a
+  // whole run's trace takes; events past it are counted as dropped.
+  std::string trace;
+  unsigned trace_flight = 0;
+  unsigned trace_limit_mb = 1024;
+
   // spdlog level of the runtime's logger (USCHED_LOG): trace, debug, info,
   // warn, error, critical or off. At info the runtime logs its topology,
   // domain tree and policy when it starts.

@@ -226,6 +226,15 @@ class runtime {
   std::string describe() const;
   // A snapshot of every worker's counters.
   runtime_stats stats() const;
+  // dump_trace() writes what the trace recorder holds now to `path`, in
+  // the format its name says (`.json`: Chrome's Trace Event Format; any
+  // other name: ftrace text; docs/tracing.md): a flight recorder's last
+  // events of each worker (options::trace_flight), or a whole run's so
+  // far. Callable from any thread, a fiber included, while fibers run.
+  // Throws usched::config_error when the runtime records no trace
+  // (options::trace and trace_flight both unset), std::runtime_error
+  // naming the path when it cannot be written.
+  void dump_trace(const std::string& path) const;
 
  private:
   std::unique_ptr<detail::runtime_impl> impl_;
