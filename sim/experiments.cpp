@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <ostream>
@@ -16,6 +17,8 @@
 #include "cli.hpp"
 #include "histogram.hpp"
 #include "schbench_model.hpp"
+#include "trace_export.hpp"
+#include "trace_names.hpp"
 #include "workload.hpp"
 
 namespace usched::sim {
@@ -69,6 +72,11 @@ struct experiment {
   std::vector<row> rows;
   std::function<shape(const medians&)> check;
   std::string notes;  // what differs from the thread, and why
+  // A timeline of the first seed's longest wait under the first of these
+  // policies, and the same moment under the others (--figures); `figure`
+  // names the files.
+  std::vector<std::string> figure_policies;
+  std::string figure;
 };
 
 // ---- metrics -----------------------------------------------------------------
@@ -133,8 +141,9 @@ std::string with_runtime(std::string s, std::uint64_t runtime_s) {
 }
 
 run_result run_one(const experiment& x, const std::string& policy, std::uint64_t seed, std::uint64_t runtime_s,
-                   const costs& cost) {
+                   const costs& cost, detail::tracer* trace = nullptr) {
   sim_config cfg;
+  cfg.trace = trace;
   cfg.topology = x.topology;
   cfg.policy = policy;
   cfg.seed = seed;
@@ -161,6 +170,114 @@ run_result run_one(const experiment& x, const std::string& policy, std::uint64_t
   r.numa_migrations = sim.numa_migrations();
   r.runtime_ns = static_cast<std::int64_t>(runtime_s) * 1'000'000'000;
   return r;
+}
+
+int max_cpu(const detail::trace_data& d) {
+  int top = 0;
+  for (const auto& r : d.records) top = std::max<int>(top, r.cpu);
+  return top;
+}
+
+// The longest wait of a trace: from a wake-up that queued a fiber to the
+// switch that ran it.
+struct longest_wait {
+  std::int64_t wake = 0;
+  std::int64_t run = 0;
+  std::uint64_t fiber = 0;
+  int cpu = -1;
+};
+
+longest_wait find_longest_wait(const detail::trace_data& d) {
+  std::map<std::uint64_t, std::int64_t> queued;
+  longest_wait w;
+  for (const detail::trace_record& r : d.records) {
+    if (r.type == detail::trace_event::wakeup && !(r.flags & detail::wake_flag_running)) {
+      queued.emplace(r.fiber, r.time);
+    } else if (r.type == detail::trace_event::switch_to && r.other != 0) {
+      const auto it = queued.find(r.other);
+      if (it == queued.end()) continue;
+      if (r.time - it->second > w.run - w.wake) w = {it->second, r.time, r.other, r.cpu};
+      queued.erase(it);
+    }
+  }
+  return w;
+}
+
+std::string ms(std::int64_t ns, int decimals = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f ms", decimals, static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+// figures(): the first seed of `x` traced under each of its figure
+// policies; the first one's longest wait, and the same window drawn for
+// every policy. Returns the page's paragraph.
+std::string figures(const experiment& x, const experiments_options& o, std::uint64_t seed, std::uint64_t runtime_s,
+                    std::ostream& progress) {
+  std::vector<detail::trace_data> traces;
+  for (const std::string& policy : x.figure_policies) {
+    progress << x.topology << " " << policy << " seed " << seed << " (traced)\n" << std::flush;
+    detail::tracer t(detail::tracer::config{});
+    run_one(x, policy, seed, runtime_s, o.cost, &t);
+    traces.push_back(t.collect());
+    traces.back().policy = policy;
+    traces.back().virtual_time = true;
+    traces.back().nr_cpus = static_cast<std::size_t>(std::max(1, max_cpu(traces.back()) + 1));
+  }
+  const longest_wait w = find_longest_wait(traces.front());
+  // From a little before the wake-up to a little after the run: what ran
+  // meanwhile on every worker, and which were idle.
+  const std::int64_t from = std::max<std::int64_t>(0, w.wake - 3'000'000);
+  const std::int64_t to = w.run + 5'000'000;
+  const std::string link_dir = std::filesystem::path(o.figures_dir).filename().string();
+  // Who held the worker the fiber waited for, and which workers were idle
+  // at the wake-up.
+  namespace tn = detail::trace_names;
+  const auto labels = tn::labels(traces.front());
+  std::vector<tn::run_span> runs;
+  std::vector<tn::wake_span> wakes;
+  tn::spans(traces.front(), runs, wakes);
+  // Over the wait: the fiber that ran longest on its worker, and the
+  // workers that ran nothing for most of it.
+  std::string holder;
+  std::int64_t held = 0;
+  std::vector<std::int64_t> busy(traces.front().nr_cpus, 0);
+  for (const tn::run_span& r : runs) {
+    const std::int64_t overlap = std::min(r.end, w.run) - std::max(r.start, w.wake);
+    if (overlap <= 0) continue;
+    busy[static_cast<std::size_t>(r.cpu)] += overlap;
+    if (r.cpu == w.cpu && overlap > held) {
+      held = overlap;
+      holder = tn::fiber_name(r.fiber, labels);
+    }
+  }
+  std::string idle;
+  for (std::size_t c = 0; c < busy.size(); ++c) {
+    if (2 * busy[c] < w.run - w.wake) idle += (idle.empty() ? "" : ", ") + std::to_string(c);
+  }
+  std::ostringstream s;
+  s << "The first seed's longest wait under `" << x.figure_policies.front() << "`: " << tn::fiber_name(w.fiber, labels)
+    << " is woken at " << ms(w.wake) << " and runs on worker " << w.cpu << " " << ms(w.run - w.wake) << " later";
+  if (!holder.empty()) s << ": " << holder << " held that worker meanwhile";
+  if (!idle.empty()) s << ", while worker" << (idle.find(',') == std::string::npos ? " " : "s ") << idle << " idled";
+  s << ". The same moment under each policy (`usched_sim --trace`, drawn by `usched_trace timeline`; a line under "
+       "a row is a woken fiber waiting to run there):\n\n";
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const std::string& policy = x.figure_policies[i];
+    const std::string file = x.figure + "-" + policy + ".png";
+    const longest_wait in_window = [&] {
+      detail::trace_data part;
+      for (const auto& r : traces[i].records) {
+        if (r.time >= from && r.time <= to) part.records.push_back(r);
+      }
+      return find_longest_wait(part);
+    }();
+    detail::write_timeline_png(traces[i], from, to, (std::filesystem::path(o.figures_dir) / file).string(),
+                               policy + ": seed " + std::to_string(seed) + ", " + ms(from, 1) + " to " + ms(to, 1) +
+                                   "; the longest wait in the window " + ms(in_window.run - in_window.wake));
+    s << "![" << policy << " at " << ms(from, 1) << "](" << (link_dir.empty() ? "" : link_dir + "/") << file << ")\n\n";
+  }
+  return s.str();
 }
 
 double median_of(std::vector<double> v) {
@@ -264,6 +381,8 @@ std::vector<experiment> experiments() {
         "across packages: the wake-up placement never leaves the waker's or the previous worker's LLC, and "
         "above the LLC even v5.10 balances by `migrate_util`, so a thinker stacked in a full package waits "
         "for a slice while the other package has an idle worker.";
+    x.figure_policies = {"cfs-v5.9", "cfs"};
+    x.figure = "seed000-dual-quad";
     xs.push_back(std::move(x));
   }
 
@@ -444,6 +563,7 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
       body << "\n";
     }
     body << "\n**Shape: " << (s.holds ? "holds" : "does not hold") << ".** " << s.text << "\n\n" << x.notes << "\n\n";
+    if (!o.figures_dir.empty() && !x.figure_policies.empty()) body << figures(x, o, seeds.front(), runtime_s, progress);
   }
 
   page << "# The seeds' experiments\n\n"
@@ -453,7 +573,8 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
           "the thread's numbers beside the simulated ones. What must come out right is the shape: which policy "
           "has the millisecond tail and which does not, which rule moves a count and by how much. Where the "
           "numbers differ, the notes say by how much and why.\n\n"
-       << "Regenerate this page with `build/release/sim/usched_sim --experiments > docs/experiments.md` "
+       << "Regenerate this page with `build/release/sim/usched_sim --experiments --figures docs/figures > "
+          "docs/experiments.md` "
           "(every row over " << seeds.size() << " seeds); `ctest -R sim.experiments` runs the short version and "
           "fails when a shape does not hold. The simulated rows are the same on every machine. The thread's "
           "machines had 8 to 40 CPUs; the 2-core machines this project builds on can show none of these "

@@ -22,6 +22,12 @@ struct experiments_options {
   // Shorter runs (the ctest version): the same seeds and shapes.
   bool quick = false;
   costs cost;  // the simulator's costs (--cost)
+  // Where the page's timelines go (--figures DIR): an experiment that has
+  // one traces its first seed under the policies it compares and draws the
+  // same moment of each (gnuplot; docs/tracing.md). The page links them as
+  // DIR's last component / the file, for a page written beside DIR. Empty:
+  // no timelines.
+  std::string figures_dir;
 };
 
 // run_experiments() writes the page (markdown) to `page`, a line per run to

@@ -8,6 +8,7 @@
 // bytes.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <iostream>
@@ -43,14 +44,14 @@ std::string usage_text() {
       "usage: usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]... [--trace FILE]\n"
       "                  -- schbench [schbench flags] | -- file PATH\n"
       "       usched_sim --validate [--quick] [--cost NAME=NS]...\n"
-      "       usched_sim --experiments [--quick] [--cost NAME=NS]...\n"
+      "       usched_sim --experiments [--quick] [--figures DIR] [--cost NAME=NS]...\n"
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
       "  --trace FILE   record every scheduling event to FILE: Chrome JSON if it ends in .json, else ftrace text\n"
       "  --validate     run schbench shapes on the real runtime and in the simulator, one table (--quick: fewer)\n"
       "  --experiments  run the seeds' experiments and print docs/experiments.md; exit 1 if a shape does not hold\n"
-      "                 (--quick: fewer seeds, shorter runs)\n"
+      "                 (--quick: fewer seeds, shorter runs; --figures DIR: draw the page's timelines into DIR)\n"
       "  --cost NAME=NS a cost in ns, one of:";
   for (const auto& n : usched::sim::cost_names()) {
     s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
@@ -86,6 +87,7 @@ struct command {
   bool validate = false;
   bool experiments = false;
   bool quick = false;
+  std::string figures;
 };
 
 command parse(int argc, char** argv) {
@@ -123,6 +125,8 @@ command parse(int argc, char** argv) {
       c.experiments = true;
     } else if (a == "--quick") {
       c.quick = true;
+    } else if (a == "--figures") {
+      c.figures = value(a);
     } else if (a == "--trace") {
       c.trace_file = value(a);
       sb::check_output_file("--trace", c.trace_file);
@@ -140,11 +144,15 @@ command parse(int argc, char** argv) {
       }
       usched::sim::set_cost(c.cfg.cost, name, std::stoll(ns));
     } else {
-      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE --validate --experiments --quick -h, then -- schbench ... or -- file PATH");
+      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE --validate --experiments --quick --figures DIR -h, then -- schbench ... or -- file PATH");
     }
   }
   if (c.validate && c.experiments) throw usage("--validate and --experiments: one at a time");
   if (c.quick && !c.validate && !c.experiments) throw usage("--quick: only with --validate or --experiments");
+  if (!c.figures.empty() && !c.experiments) throw usage("--figures: only with --experiments");
+  if (!c.figures.empty() && !std::filesystem::is_directory(c.figures)) {
+    throw usage("--figures '" + c.figures + "': not a directory; expected an existing folder for the page's timelines");
+  }
   if (c.validate || c.experiments) {
     const std::string mode = c.validate ? "--validate" : "--experiments";
     if (i < argc) throw usage(mode + " runs its own workloads; leave out the -- " + std::string(argv[i]) + " part");
@@ -188,6 +196,7 @@ int experiments(const command& c) {
   usched::sim::experiments_options o;
   o.quick = c.quick;
   o.cost = c.cfg.cost;
+  o.figures_dir = c.figures;
   return run_mode([&] {
     std::ostringstream page;
     const int failed = usched::sim::run_experiments(o, page, std::cerr);

@@ -70,7 +70,7 @@ class message_program : public program {
       case phase::start:
         // The message thread starts its own workers, as schbench's does, so
         // the policy places them at spawn.
-        for (auto& w : m_.workers) sim.spawn(std::make_unique<worker_program>(sh_, *w));
+        for (auto& w : m_.workers) sim.spawn(std::make_unique<worker_program>(sh_, *w), -1, -1, "worker");
         [[fallthrough]];
       case phase::slept:
         // wake_all(): take the whole list and ONE timestamp, then post the
@@ -142,7 +142,7 @@ schbench::run_summary run_schbench_model(simulator& sim, const schbench::cli_opt
     }
     msgs.push_back(std::move(m));
   }
-  for (auto& m : msgs) sim.spawn(std::make_unique<message_program>(sh, *m));
+  for (auto& m : msgs) sim.spawn(std::make_unique<message_program>(sh, *m), -1, -1, "message");
 
   // The clone's report schedule, on one-second ticks of virtual time.
   schbench::report_schedule schedule(o);

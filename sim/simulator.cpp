@@ -254,7 +254,7 @@ void simulator::handle(const event& e) {
 
 // ---- fibers --------------------------------------------------------------------
 
-sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node) {
+sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node, const char* label) {
   auto f = std::make_unique<sim_fiber>();
   f->id = static_cast<int>(fibers_.size()) + 1;
   f->prog = std::move(p);
@@ -262,6 +262,7 @@ sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node) {
   f->preferred_node = node;
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
+  if (cfg_.trace && label) cfg_.trace->emit_label(now_, static_cast<std::uint64_t>(ref.id), label);
   try_to_wake_up(ref, placement_kind::spawn, wake_reason::spawn, acting_cpu_);
   return ref;
 }

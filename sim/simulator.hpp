@@ -154,7 +154,9 @@ class simulator {
   // spawn() makes a fiber running `p`, placed by the engine as a spawn from
   // the worker running now (or from outside, before the run or from an
   // event callback). Returns it; it lives as long as the simulator.
-  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1, int node = -1);
+  // `label` names it in a trace (spawn_options::label), as the schbench
+  // model names its message and worker threads.
+  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1, int node = -1, const char* label = nullptr);
   // spawn_on() starts a fiber queued on worker `cpu` without asking the
   // policy (an experiment's starting state, as the engine tests set one up
   // by hand); it is not pinned: balancing may move it from there. It

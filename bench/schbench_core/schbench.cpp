@@ -448,14 +448,20 @@ run_summary run_fibers(const cli_options& o, const stop_signals& sig, std::ostre
   try {
     for (const auto& mp : msgs) {
       message_state<fiber_platform>& m = *mp;
-      handles.push_back(rt.spawn([&ctl, &m, &o] {
+      // Labelled as the simulator's model labels them, so that a trace of
+      // the clone and one of its simulation read alike (docs/tracing.md).
+      usched::spawn_options message_opts;
+      message_opts.label = "message";
+      handles.push_back(rt.spawn(message_opts, [&ctl, &m, &o] {
         // The message fiber starts its own workers, as schbench's message
         // thread does, so the policy places them at spawn.
         std::vector<usched::join_handle<void>> workers;
         try {
           for (const auto& w : m.workers) {
             worker_state<fiber_platform>& ws = *w;
-            workers.push_back(usched::spawn([&ctl, &m, &ws, &o] { worker_loop(ctl, m, ws, o); }));
+            usched::spawn_options worker_opts;
+            worker_opts.label = "worker";
+            workers.push_back(usched::spawn(worker_opts, [&ctl, &m, &ws, &o] { worker_loop(ctl, m, ws, o); }));
           }
         } catch (...) {
           // Release the workers already started before giving up.

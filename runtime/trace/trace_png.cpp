@@ -202,6 +202,10 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
     }
     if (busy.empty()) f << "NaN NaN NaN NaN 0\n";  // gnuplot refuses an empty file
   }
+  // A wait that is long for the window (a twentieth of it or more) is
+  // named on the picture with its length: the stranded wake-up a reader
+  // came to see.
+  std::vector<std::string> long_waits;
   {
     std::ofstream f(wakes_dat);
     f.precision(12);
@@ -210,6 +214,15 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
       if (w.run < from || w.wake > to) continue;
       const std::int64_t a = std::max(w.wake, from);
       const std::int64_t b = std::min(w.run, to);
+      if ((w.run - w.wake) * 20 >= to - from) {
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(w.run - w.wake) / 1e6);
+        char text[200];
+        std::snprintf(text, sizeof text, "set label %s at %.12g,%.12g center front tc rgb '#b00000'\n",
+                      quote(tn::fiber_name(w.fiber, labels) + " waits " + waited + " to run").c_str(),
+                      (x(a) + x(b)) / 2, w.cpu + wake_offset + 0.13);
+        long_waits.emplace_back(text);
+      }
       // start x, row, length, colour; and whether the wake-up is in the window
       f << x(a) << ' ' << w.cpu + wake_offset << ' ' << x(b) - x(a) << ' ' << colour_of(w.fiber) << ' '
         << (w.wake >= from ? 1 : 0) << '\n';
@@ -239,16 +252,18 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
       << "set title " << quote(title) << "\n"
       << "set xlabel " << quote(us ? "time (us)" : "time (ms)") << "\n"
       << "set xrange [" << x(from) << ":" << x(to) << "]\n"
-      << "set yrange [" << static_cast<double>(nr) - 0.4 << ":-0.6]\n"
+      << "set yrange [" << static_cast<double>(nr) - 0.25 << ":-0.6]\n"
       << "set ytics (";
     for (std::size_t c = 0; c < nr; ++c) g << (c ? ", " : "") << quote("worker " + std::to_string(c)) << ' ' << c;
     g << ")\n"
       << "set grid xtics\n"
       << "set key outside right top title 'busiest fibers'\n"
       << "set style fill solid 0.9 border rgb '#404040'\n"
-      << "set lmargin 12\n"
+      << "set lmargin 12\n";
+    for (const std::string& l : long_waits) g << l;
+    g
       << "plot " << quote(runs_dat) << " using 1:2:3:4:5 with boxxyerror fc rgb variable notitle, \\\n"
-      << "     " << quote(wakes_dat) << " using 1:2:3:(0):4 with vectors nohead lw 1 lc rgb variable notitle, \\\n"
+      << "     " << quote(wakes_dat) << " using 1:2:3:(0):4 with vectors nohead lw 2 lc rgb variable notitle, \\\n"
       << "     " << quote(wakes_dat) << " using ($5 > 0 ? $1 : NaN):2:4 with points pt 9 ps 0.8 lc rgb variable "
       << "title 'wake-up (line: waiting to run)'";
     for (const auto& [t, fiber] : top) {
