@@ -1,7 +1,10 @@
 // trace.cpp: the recorder's buffers (trace.hpp).
 #include "trace.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -257,6 +260,50 @@ trace_data tracer::collect() const {
                    [](const trace_record& a, const trace_record& b) { return a.time < b.time; });
   d.records = std::move(all);
   return d;
+}
+
+bool tracer::write_raw(int fd, const char* policy, bool virtual_time) const noexcept {
+  const auto put = [fd](const void* p, std::size_t n) noexcept {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t w = ::write(fd, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      c += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  };
+  raw_trace_header h;
+  h.nr_cpus = cfg_.nr_cpus;
+  h.dropped = dropped();
+  h.virtual_time = virtual_time ? 1 : 0;
+  for (std::size_t i = 0; policy && policy[i] && i + 1 < sizeof h.policy; ++i) h.policy[i] = policy[i];
+  if (!put(&h, sizeof h)) return false;
+  // A stack buffer of records at a time: no allocation.
+  constexpr std::size_t batch = 64;
+  trace_record out[batch];
+  for (std::size_t i = 0; i <= cfg_.nr_cpus; ++i) {
+    const buffer& b = buffers_[i];
+    const std::uint64_t end = b.next.load(std::memory_order_acquire);
+    std::uint64_t begin = 0;
+    if (b.ring && end > cfg_.flight_records) begin = end - cfg_.flight_records;
+    std::size_t n = 0;
+    for (std::uint64_t k = begin; k < end; ++k) {
+      if (b.ring) {
+        out[n++] = load(b.ring[k & ring_mask_]);
+      } else {
+        const slot* chunk = b.chunks[static_cast<std::size_t>(k / chunk_records)].load(std::memory_order_acquire);
+        out[n++] = load(chunk[k % chunk_records]);
+      }
+      if (n == batch) {
+        if (!put(out, sizeof out)) return false;
+        n = 0;
+      }
+    }
+    if (n > 0 && !put(out, n * sizeof(trace_record))) return false;
+  }
+  return true;
 }
 
 std::uint64_t tracer::dropped() const noexcept {

@@ -136,6 +136,21 @@ inline constexpr std::uint8_t label_flag_last = 1;
 // The longest label a trace keeps (eight records); longer ones are cut.
 inline constexpr std::size_t trace_label_max = 64;
 
+// The raw format (tracer::write_raw): this header, then records of
+// `record_size` bytes (trace_record's layout, host byte order) to the end
+// of the file, each buffer's in the order written, the buffers one after
+// the other: a reader sorts them by time.
+struct raw_trace_header {
+  char magic[8] = {'U', 'S', 'C', 'H', 'E', 'D', 'T', 'R'};
+  std::uint32_t version = 1;
+  std::uint32_t record_size = sizeof(trace_record);
+  std::uint64_t nr_cpus = 0;
+  std::uint64_t dropped = 0;
+  std::uint32_t virtual_time = 0;
+  char policy[44] = {};
+};
+static_assert(sizeof(raw_trace_header) == 80, "the raw header's layout is the file's");
+
 inline std::uint16_t trace_depth(unsigned n) noexcept { return n > 0xffff ? 0xffff : static_cast<std::uint16_t>(n); }
 
 // The names exporters print for the enums above.
@@ -200,6 +215,14 @@ class tracer {
   trace_data collect() const;
 
   std::uint64_t dropped() const noexcept;
+
+  // write_raw() writes every buffer's records, as they stand, to the file
+  // descriptor `fd` in the raw format below, unsorted, without allocating
+  // or locking: what a report made inside a signal handler (a stack
+  // overflow) can do. Async-signal-safe; returns false when a write failed.
+  // The outside buffer is read without its lock, as a dying process reads
+  // it. The exporters read the format back (read_trace_file).
+  bool write_raw(int fd, const char* policy, bool virtual_time) const noexcept;
 
  private:
   struct slot {

@@ -32,6 +32,9 @@ namespace usched::detail {
     if (n <= 0) break;
     off += static_cast<std::size_t>(n);
   }
+  // The trace of the runtime it happened in, if it records one: the last
+  // events before the end (docs/tracing.md).
+  if (runtime_impl* rt = runtime_of_current_fiber()) rt->dump_trace_for_report("the report above");
   std::abort();
 }
 

@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,6 +139,41 @@ void runtime_impl::start_tracing() {
     return static_cast<std::uint8_t>(static_cast<const fiber&>(se).waiting_in.load(std::memory_order_relaxed));
   };
   engine_.set_tracer(tracer_.get(), hooks);
+  if (!opts_.trace.empty()) raw_trace_path_ = opts_.trace + ".raw";
+  const std::string name(engine_.policy().name());
+  std::snprintf(policy_name_, sizeof policy_name_, "%s", name.c_str());
+}
+
+void runtime_impl::dump_trace_for_report(const char* why) const noexcept {
+  if (!tracer_ || opts_.trace.empty()) return;
+  std::string line;
+  try {
+    const trace_data d = trace_now();
+    write_trace_file(opts_.trace, d);
+    line = std::string("usched: ") + why + ": the trace's " + std::to_string(d.records.size()) +
+           (tracer_->cfg().kind == tracer::mode::flight ? " last events" : " events so far") + " are in '" +
+           opts_.trace + "'\n";
+  } catch (const std::exception& e) {
+    line = std::string("usched: ") + why + ": the trace could not be written: " + e.what() + "\n";
+  }
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void runtime_impl::dump_raw_in_signal() const noexcept {
+  if (!tracer_ || raw_trace_path_.empty()) return;
+  const int fd = ::open(raw_trace_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const bool ok = tracer_->write_raw(fd, policy_name_, false);
+  ::close(fd);
+  if (!ok) return;
+  // One write of fixed parts: no formatting that could allocate.
+  const char* parts[] = {"usched: the trace's events are in '", raw_trace_path_.c_str(),
+                         "' (raw: usched_trace convert it)\n"};
+  for (const char* p : parts) {
+    const ssize_t ignored = ::write(STDERR_FILENO, p, std::strlen(p));
+    (void)ignored;
+  }
 }
 
 void runtime_impl::dump_trace(const std::string& path) const {

@@ -75,7 +75,7 @@ void chain(int sig, siginfo_t* info, void* uctx) {
 // write().
 class overflow_report {
  public:
-  overflow_report(const fiber* f, std::size_t stack_kib) noexcept {
+  overflow_report(const fiber* f, std::size_t stack_kib) noexcept : rt_(f->rt) {
     p_ = put_str(p_, "usched: fiber ");
     p_ = put_fiber_name(p_, buf_ + label_room, f);
     p_ = put_str(p_, " overflowed its ");
@@ -98,6 +98,8 @@ class overflow_report {
     p_ = put_str(p_, "); raise USCHED_STACK_KB or options::stack_size\n");
     ssize_t ignored = write(STDERR_FILENO, buf_, static_cast<std::size_t>(p_ - buf_));
     (void)ignored;
+    // Its runtime's trace, raw: nothing else can be written from here.
+    if (rt_) rt_->dump_raw_in_signal();
     signal(SIGABRT, SIG_DFL);
     abort();
   }
@@ -107,6 +109,7 @@ class overflow_report {
   // short); the rest of the line, numbers and fixed words, fits the other
   // 256.
   static constexpr std::size_t label_room = 256;
+  const runtime_impl* rt_;
   char buf_[label_room + 256];
   char* p_ = buf_;
 };

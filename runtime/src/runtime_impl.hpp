@@ -81,6 +81,15 @@ class runtime_impl {
   // recorder. dump_trace(): runtime::dump_trace().
   trace_data trace_now() const;
   void dump_trace(const std::string& path) const;
+  // dump_trace_for_report(): a report is about to end the process, or the
+  // monitor names a stall or a hang: what the recorder holds goes to
+  // options::trace (when both are set), and one line on stderr says where.
+  // `why` names the report. Never throws; a failure is that line's.
+  void dump_trace_for_report(const char* why) const noexcept;
+  // dump_raw_in_signal(): the same from a signal handler (a stack
+  // overflow): the records raw (tracer::write_raw) to options::trace +
+  // ".raw", without allocating. Async-signal-safe.
+  void dump_raw_in_signal() const noexcept;
   double cycles_per_ns() const noexcept { return cycles_per_ns_; }
   double ns_per_cycle() const noexcept { return ns_per_cycle_; }
   // The floating-point control state every fiber starts with (that of the
@@ -205,6 +214,10 @@ class runtime_impl {
   std::shared_ptr<spdlog::logger> log_;
   engine engine_;
   std::unique_ptr<tracer> tracer_;
+  // What dump_raw_in_signal() needs, made before any fiber runs: the raw
+  // dump's path (empty: none) and the policy's name.
+  std::string raw_trace_path_;
+  char policy_name_[44] = {};
   // start_tracing(): makes the recorder the options ask for, and checks
   // that a whole run's file can be written before anything runs.
   void start_tracing();

@@ -76,7 +76,13 @@ trace_data read_ftrace(std::istream& in);
 // one-line message naming the path when the file cannot be written.
 void write_trace_file(const std::string& path, const trace_data& d);
 
-// read_trace_file() reads an ftrace text file (read_ftrace). Throws
+// read_raw_trace() reads what tracer::write_raw() wrote (a dump made in a
+// signal handler), its records sorted by time. Throws std::runtime_error
+// for a file that is not one, or is cut short inside a record.
+trace_data read_raw_trace(std::istream& in);
+
+// read_trace_file() reads an ftrace text file (read_ftrace), or a raw
+// dump (read_raw_trace), whichever the file begins as. Throws
 // std::runtime_error naming the path when it cannot be read, and the line
 // when it does not parse.
 trace_data read_trace_file(const std::string& path);

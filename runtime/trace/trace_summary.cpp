@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -164,11 +165,39 @@ void write_trace_file(const std::string& path, const trace_data& d) {
   if (!f.flush()) throw std::runtime_error("trace file '" + path + "': writing failed");
 }
 
+trace_data read_raw_trace(std::istream& in) {
+  raw_trace_header h;
+  if (!in.read(reinterpret_cast<char*>(&h), sizeof h) || std::memcmp(h.magic, raw_trace_header{}.magic, 8) != 0) {
+    throw std::runtime_error("not a raw trace (no USCHEDTR header)");
+  }
+  if (h.version != 1 || h.record_size != sizeof(trace_record)) {
+    throw std::runtime_error("raw trace version " + std::to_string(h.version) + " with " +
+                             std::to_string(h.record_size) + "-byte records; this reader takes version 1, " +
+                             std::to_string(sizeof(trace_record)) + "-byte records");
+  }
+  trace_data d;
+  d.nr_cpus = static_cast<std::size_t>(h.nr_cpus);
+  d.dropped = h.dropped;
+  d.virtual_time = h.virtual_time != 0;
+  d.policy.assign(h.policy, strnlen(h.policy, sizeof h.policy));
+  trace_record r;
+  while (in.read(reinterpret_cast<char*>(&r), sizeof r)) d.records.push_back(r);
+  if (in.gcount() != 0) throw std::runtime_error("raw trace cut short inside a record");
+  std::stable_sort(d.records.begin(), d.records.end(),
+                   [](const trace_record& a, const trace_record& b) { return a.time < b.time; });
+  return d;
+}
+
 trace_data read_trace_file(const std::string& path) {
   std::ifstream f(path, std::ios::in | std::ios::binary);
   if (!f) throw std::runtime_error("trace file '" + path + "': cannot be read");
   try {
-    return read_ftrace(f);
+    char magic[8] = {};
+    f.read(magic, sizeof magic);
+    const bool raw = f.gcount() == sizeof magic && std::memcmp(magic, raw_trace_header{}.magic, sizeof magic) == 0;
+    f.clear();
+    f.seekg(0);
+    return raw ? read_raw_trace(f) : read_ftrace(f);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("trace file '" + path + "': " + e.what());
   }
