@@ -15,9 +15,11 @@
 //   - reports once a hang: every worker parked, fibers alive, and nothing
 //     inside the runtime that could wake one (no timer armed, no I/O in
 //     flight, no blocking call running), for hang_quiet.
-// step() is a pure function of what its host reads (all of it atomics of
-// the workers, see runtime_impl's monitor_host) and of `now`, so tests
-// drive it with a hand-made host and a made-up clock (tests/test_monitor.cpp).
+// step() reads no clock and starts no thread: it depends only on what its
+// host reports (on a runtime, monitor_host in monitor.cpp: atomics of the
+// workers and the engine, and the blocking pool's counts under its lock)
+// and on `now`, so tests drive it with a hand-made host and a made-up
+// clock (tests/test_monitor.cpp).
 #pragma once
 
 #include <algorithm>
