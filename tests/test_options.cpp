@@ -63,6 +63,7 @@ TEST_CASE("options: defaults", "[options]") {
   CHECK(o.join_handoff);
   CHECK_FALSE(o.fork_balance);
   CHECK(o.stack_guard == usched::options::guard_pages::automatic);
+  CHECK(o.stall == std::chrono::milliseconds(50));
 }
 
 TEST_CASE("options: the kernel's preset differs from the defaults in fork balancing and the join hand-off",
@@ -129,7 +130,9 @@ TEST_CASE("options: the environment fills the struct", "[options]") {
   scoped_env j("USCHED_JOIN_HANDOFF", "0");
   scoped_env f("USCHED_FORK_BALANCE", "1");
   scoped_env g("USCHED_GUARD_PAGES", "mprotect");
+  scoped_env m("USCHED_STALL_MS", "0");
   const auto o = usched::options::from_env();
+  CHECK(o.stall == std::chrono::milliseconds(0));
   CHECK_FALSE(o.join_handoff);
   CHECK(o.fork_balance);
   CHECK(o.stack_guard == usched::options::guard_pages::mprotect);
@@ -257,6 +260,9 @@ TEST_CASE("options: other bad values", "[options][bad-input]") {
   for (const bad& b : {bad{"USCHED_SLICE_US", "0", "a slice in microseconds, 1..10000000"},
                        bad{"USCHED_SLICE_US", "fast", "a slice in microseconds, 1..10000000"},
                        bad{"USCHED_STACK_KB", "4", "a stack size in KiB, 16..1048576"},
+                       bad{"USCHED_STALL_MS", "-1", "a stall threshold in milliseconds, 0..3600000"},
+                       bad{"USCHED_STALL_MS", "soon", "a stall threshold in milliseconds, 0..3600000"},
+                       bad{"USCHED_STALL_MS", "3600001", "a stall threshold in milliseconds, 0..3600000"},
                        bad{"USCHED_SPIN_US", "-5", "a spin time in microseconds, 0..1000000"},
                        bad{"USCHED_SPIN_US", "3600000000", "a spin time in microseconds, 0..1000000"},
                        bad{"USCHED_CFS_LATENCY_US", "99", "a period in microseconds, 100..10000000"},
@@ -325,6 +331,10 @@ TEST_CASE("options: fields set in code are validated as the environment is", "[o
        "options::cfs_wakeup_granularity=-1us is not valid: expected a time in microseconds, 0..10000000 us"},
       {[](usched::options& o) { o.spin = std::chrono::hours(1); },
        "options::spin=3600000000us is not valid: expected a spin time in microseconds, 0..1000000 us"},
+      {[](usched::options& o) { o.stall = std::chrono::hours(2); },
+       "options::stall=7200000ms is not valid: expected a stall threshold in milliseconds, 0..3600000 ms"},
+      {[](usched::options& o) { o.stall = std::chrono::milliseconds(-1); },
+       "options::stall=-1ms is not valid: expected a stall threshold in milliseconds, 0..3600000 ms"},
       {[](usched::options& o) { o.slice = us(0); },
        "options::slice=0us is not valid: expected a slice in microseconds, 1..10000000 us"},
       {[](usched::options& o) { o.stack_size = 1; },

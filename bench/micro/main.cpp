@@ -16,6 +16,8 @@
 // Workloads (workloads/<workload>.cpp, one measure_<peer>() per peer, each run
 // once per benchmark iteration, reporting counters):
 //   yield              two fibers on one worker yielding to each other: ns per switch
+//   preempt_point      one fiber alone calling this_fiber::preempt_point() in a
+//                      loop: ns per call (usched only)
 //   spawn_join         1,000,000 fibers in batches of 1,000, spawned and joined
 //                      from a fiber: ns per fiber, first run and warm run
 //   spawn_join_thread  the same, spawned and joined from a non-fiber thread
@@ -112,6 +114,7 @@ void register_usched(const env& e) {
   const unsigned w = e.cfg.workers;
   reg("yield", e, yield::measure_usched);
   reg("yield_apart", e, yield_apart::measure_usched);
+  reg("preempt_point", e, preempt_point::measure_usched);
   reg("spawn_join", e, spawn_join::measure_usched);
   reg("spawn_join_thread", e, spawn_join_thread::measure_usched);
   reg("live_rss", e, live_rss::measure_usched);

@@ -29,6 +29,14 @@ using measure_with = void(benchmark::State& state, const env& e, Param param);
 // sched_yield(); context: one raw Boost.Context resume, the floor.
 namespace yield { measure_fn measure_usched, measure_boost, measure_thread, measure_context; }
 
+// preempt_point: one fiber alone on worker 0 calling this_fiber::
+// preempt_point() `calls` times: ns per call (usched only: no peer has a
+// preempt point to compare).
+namespace preempt_point {
+constexpr long calls = 20'000'000;
+measure_fn measure_usched;
+}  // namespace preempt_point
+
 // yield_apart: the same, the two fibers yielding from different loops.
 namespace yield_apart { measure_fn measure_usched, measure_boost; }
 

@@ -2,10 +2,11 @@
 //
 // now_ns() is the steady clock in nanoseconds: timers, statistics and every
 // `now` handed to the engine come from it (the simulator hands virtual time
-// instead). cycles() is the raw time-stamp counter, used only by
-// this_fiber::preempt_point() to ask "has this slice run out?" in a few
-// nanoseconds; tsc_per_us() converts slices to counter ticks once, at
-// runtime start.
+// instead). cycles() is the raw time-stamp counter: the monitor's clock
+// (monitor.cpp), which times slices and stalls so that this_fiber::
+// preempt_point() reads no clock at all, and the tick's and the idle
+// loop's; tsc_per_us() converts slices to counter ticks once, at runtime
+// start.
 #pragma once
 
 #include <chrono>

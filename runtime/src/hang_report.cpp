@@ -1,5 +1,6 @@
 // hang_report.cpp: what a runtime whose destructor has waited long for its
-// last fibers says about them: which are blocked, in what, and on what.
+// last fibers says about them: which are blocked, in what, and on what (the
+// listing the monitor's hang report shares, monitor.cpp).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -39,19 +40,13 @@ constexpr std::size_t hang_report_max_fibers = 32;
 
 }  // namespace
 
-// report_hang(): which live fibers the destructor is waiting for. A fiber
-// whose wait token is armed (odd) is blocked, in what prepare_wait recorded;
-// the other live fibers are running or queued. The fibers are found in the
-// stack pool, which holds every fiber ever mapped, so neither spawn nor exit
-// keeps a list of live ones for this. Everything read here is a snapshot
-// taken while the workers run; after seconds without progress it is stable.
-void runtime_impl::report_hang(std::chrono::milliseconds waited) {
-  struct blocked_fiber {
-    std::uint64_t id;
-    std::string name;
-    wait_kind kind;
-    const void* object;
-  };
+// blocked_fibers(): a fiber whose wait token is armed (odd) is blocked, in
+// what prepare_wait recorded; the other live fibers are running or queued.
+// The fibers are found in the stack pool, which holds every fiber ever
+// mapped, so neither spawn nor exit keeps a list of live ones for this.
+// Everything read here is a snapshot taken while the workers run; after a
+// second or more without progress it is stable.
+std::vector<runtime_impl::blocked_fiber> runtime_impl::blocked_fibers(std::uint64_t& live) const {
   std::vector<blocked_fiber> blocked;
   for (fiber* f : pool_.all_fibers()) {
     if ((f->wait_token.load(std::memory_order_acquire) & 1) == 0) continue;
@@ -62,13 +57,13 @@ void runtime_impl::report_hang(std::chrono::milliseconds waited) {
   std::uint64_t spawned = external_spawned_.load(std::memory_order_acquire);
   for (const auto& w : workers_) exited += w->exited_.load(std::memory_order_acquire);
   for (const auto& w : workers_) spawned += w->spawned_.load(std::memory_order_acquire);
-  const std::uint64_t live = spawned > exited ? spawned - exited : 0;
-  const std::uint64_t others = live > blocked.size() ? live - blocked.size() : 0;
+  live = spawned > exited ? spawned - exited : 0;
   std::sort(blocked.begin(), blocked.end(),
             [](const blocked_fiber& a, const blocked_fiber& b) { return a.id < b.id; });
-  log_->warn("~runtime has waited {:.1f} s for {} fiber{} to finish: {} blocked, {} running or queued",
-             static_cast<double>(waited.count()) / 1000.0, live, live == 1 ? "" : "s", blocked.size(),
-             others);
+  return blocked;
+}
+
+void runtime_impl::log_blocked(const std::vector<blocked_fiber>& blocked) {
   for (std::size_t i = 0; i < blocked.size() && i < hang_report_max_fibers; ++i) {
     const blocked_fiber& b = blocked[i];
     std::string on;
@@ -82,6 +77,17 @@ void runtime_impl::report_hang(std::chrono::milliseconds waited) {
   if (blocked.size() > hang_report_max_fibers) {
     log_->warn("  ... and {} more blocked fibers", blocked.size() - hang_report_max_fibers);
   }
+}
+
+// report_hang(): which live fibers the destructor is waiting for.
+void runtime_impl::report_hang(std::chrono::milliseconds waited) {
+  std::uint64_t live = 0;
+  const std::vector<blocked_fiber> blocked = blocked_fibers(live);
+  const std::uint64_t others = live > blocked.size() ? live - blocked.size() : 0;
+  log_->warn("~runtime has waited {:.1f} s for {} fiber{} to finish: {} blocked, {} running or queued",
+             static_cast<double>(waited.count()) / 1000.0, live, live == 1 ? "" : "s", blocked.size(),
+             others);
+  log_blocked(blocked);
   log_->flush();
 }
 

@@ -106,6 +106,7 @@ void runtime_impl::start_workers() {
   std::size_t started = 0;
   try {
     for (; started < workers_.size(); ++started) workers_[started]->start();
+    start_monitor();
   } catch (const std::system_error& e) {
     stop_workers();
     throw std::system_error(e.code(), fmt::format("usched: could not start worker {} of {} (the "
@@ -207,6 +208,8 @@ trace_data runtime_impl::trace_now() const {
 }
 
 void runtime_impl::stop_workers() noexcept {
+  // The monitor first: it reads the workers' state until it stops.
+  stop_monitor();
   stopping_.store(true, std::memory_order_seq_cst);
   for (auto& w : workers_) w->notify();
   for (auto& w : workers_) w->join();

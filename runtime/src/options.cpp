@@ -32,6 +32,7 @@ namespace usched {
 namespace {
 
 using std::chrono::microseconds;
+using std::chrono::milliseconds;
 
 // The variable's text, or null when it is unset. An empty value counts as
 // unset, so `USCHED_POLICY= prog` runs with the default, as an unset
@@ -101,9 +102,11 @@ struct option_rule {
 
 std::string expected(const std::string& accepted) { return " is not valid: expected " + accepted; }
 
-// A duration field in microseconds, accepted in [lo, hi].
-option_rule micros(const char* field, const char* variable, microseconds options::*member,
-                   long long lo, long long hi, const char* what) {
+// A duration field counted in D (microseconds, milliseconds: `unit` is its
+// name, `suffix` its suffix as code would print it), accepted in [lo, hi].
+template <class D>
+option_rule duration(const char* field, const char* variable, D options::*member, long long lo, long long hi,
+                     const char* what, const char* unit, const char* suffix) {
   const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
   option_rule r;
   r.field = field;
@@ -111,7 +114,7 @@ option_rule micros(const char* field, const char* variable, microseconds options
   r.parse = [member](std::string_view s, options& o) {
     const auto v = parse_decimal(s);
     if (!v || *v > static_cast<unsigned long long>(std::numeric_limits<long long>::max())) return false;
-    o.*member = microseconds(static_cast<long long>(*v));
+    o.*member = D(static_cast<long long>(*v));
     return true;
   };
   r.valid = [member, lo, hi](const options& o) {
@@ -119,10 +122,20 @@ option_rule micros(const char* field, const char* variable, microseconds options
     return v >= lo && v <= hi;
   };
   r.same = [member](const options& a, const options& b) { return a.*member == b.*member; };
-  r.show = [member](const options& o) { return std::to_string((o.*member).count()) + "us"; };
-  r.complaint_env = expected(std::string(what) + " in microseconds, " + range);
-  r.complaint_code = expected(std::string(what) + " in microseconds, " + range + " us");
+  r.show = [member, suffix](const options& o) { return std::to_string((o.*member).count()) + suffix; };
+  r.complaint_env = expected(std::string(what) + " in " + unit + ", " + range);
+  r.complaint_code = expected(std::string(what) + " in " + unit + ", " + range + " " + suffix);
   return r;
+}
+
+option_rule micros(const char* field, const char* variable, microseconds options::*member, long long lo,
+                   long long hi, const char* what) {
+  return duration(field, variable, member, lo, hi, what, "microseconds", "us");
+}
+
+option_rule millis(const char* field, const char* variable, milliseconds options::*member, long long lo,
+                   long long hi, const char* what) {
+  return duration(field, variable, member, lo, hi, what, "milliseconds", "ms");
 }
 
 // A count field, accepted in [lo, hi].
@@ -236,6 +249,7 @@ const std::vector<option_rule>& rules() {
                      [](const std::string&) { return true; }, ""));
 
     t.push_back(micros("slice", "USCHED_SLICE_US", &options::slice, 1, 10'000'000, "a slice"));
+    t.push_back(millis("stall", "USCHED_STALL_MS", &options::stall, 0, 3'600'000, "a stall threshold"));
 
     option_rule stack;
     stack.field = "stack_size";

@@ -13,6 +13,8 @@
 //   timers.cpp         the workers' timer heaps and the timer watcher
 //   blocking_pool.cpp  usched::blocking's threads
 //   hang_report.cpp    what a long wait for the last fibers says
+//   monitor.cpp        the monitor thread: preempt requests, stall and
+//                      hang reports (its decision is monitor.hpp's)
 //   fatal.cpp          the process-ending reports
 //   fiber_local.cpp    the fiber_local tables
 //   this_fiber.cpp     usched::this_fiber (yield() is in worker.cpp)
@@ -33,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -45,6 +48,7 @@
 #include "engine.hpp"
 #include "stack_pool.hpp"
 #include "topology.hpp"
+#include "monitor.hpp"
 #include "worker.hpp"
 
 namespace usched::detail {
@@ -183,6 +187,40 @@ class runtime_impl {
   std::atomic<int> timer_watcher{-1};
   std::atomic<std::int64_t> watch_until{far_deadline_ns};
 
+  // ---- the monitor (monitor.hpp, monitor.cpp; docs/architecture.md) ------
+  // wake_monitor_if_asleep(): a worker has just unparked; if the monitor
+  // sleeps because every worker was parked, wake it. The worker's seq_cst
+  // decrement of nr_parked, then this load, against the monitor's store of
+  // its word, then its load of nr_parked: one side sees the other. One
+  // load when the monitor is awake.
+  void wake_monitor_if_asleep() noexcept {
+    if (monitor_word_.load(std::memory_order_seq_cst) == monitor_asleep) [[unlikely]] wake_monitor();
+  }
+  // What a stall report says, and what on_stall() is given.
+  struct stall_info {
+    int worker;
+    std::uint64_t fiber_id;
+    const char* label;       // spawn_options::label, or null
+    std::int64_t quiet_ns;   // how long it has run without a switch or a preempt point
+  };
+  // on_stall() runs on the monitor's thread after a stall is logged, once
+  // per stall: the place for what a stall should also leave behind (the
+  // trace recorder's last events, written to a file). It does nothing
+  // now. It must not block: the monitor does not look at the workers
+  // while it runs.
+  void on_stall(const stall_info& s) noexcept;
+  // monitor_config(): the monitor's thresholds in counter ticks, from the
+  // options and the engine (the slice under FIFO and LIFO; 0 under a fair
+  // policy, whose tick ends slices).
+  monitor::config monitor_config() const noexcept;
+  // How long every worker must stay parked, fibers alive and nothing able
+  // to wake one, before the monitor reports a hang: long enough that a
+  // program waiting for a thread outside the runtime (a plain thread that
+  // sends on a channel) is not reported for a short wait, short enough to
+  // come long before anyone gives up on the program. At least the stall
+  // threshold.
+  static constexpr std::chrono::milliseconds hang_quiet_after{1000};
+
  private:
   std::uint64_t external_random() noexcept;
   // start_workers() starts every worker's thread, or none: on a failure it
@@ -261,6 +299,38 @@ class runtime_impl {
   // on it. Documented in runtime.hpp and docs/architecture.md.
   static constexpr std::chrono::milliseconds hang_report_after{2000};
   void report_hang(std::chrono::milliseconds waited);
+  // The fibers blocked now (their wait token armed), by id, and how many
+  // are alive; log_blocked() writes one line per blocked fiber (at most
+  // hang_report_max_fibers, then a count). Shared by the destructor's
+  // report and the monitor's.
+  struct blocked_fiber {
+    std::uint64_t id;
+    std::string name;
+    wait_kind kind;
+    const void* object;
+  };
+  std::vector<blocked_fiber> blocked_fibers(std::uint64_t& live) const;
+  void log_blocked(const std::vector<blocked_fiber>& blocked);
+  // ---- the monitor's side (monitor.cpp) ----
+  friend struct monitor_host;
+  void start_monitor();
+  void stop_monitor() noexcept;
+  void monitor_main() noexcept;
+  void wake_monitor() noexcept;
+  // report_stall(): worker i's run `mark` has gone `quiet` counter ticks
+  // without a switch or a preempt point; logs it and calls on_stall().
+  void report_stall(std::size_t i, std::uint64_t mark, std::uint64_t quiet);
+  // report_idle_hang(): every worker parked for `quiet` ticks with fibers
+  // alive that nothing inside the runtime can wake.
+  void report_idle_hang(std::uint64_t quiet);
+  // hang_possible(): fibers alive, no timer armed on any worker, no I/O in
+  // flight, no blocking call queued or running, and the destructor not
+  // draining (it has its own report).
+  bool hang_possible();
+  static constexpr std::uint32_t monitor_awake = 0, monitor_napping = 1, monitor_asleep = 2;
+  alignas(64) std::atomic<std::uint32_t> monitor_word_{monitor_awake};
+  std::atomic<bool> monitor_stop_{false};
+  std::thread monitor_thread_;
   // choose_io_backend(): options::io against probe_io_support(); throws
   // config_error when io_uring is insisted on and cannot be had.
   options::io_backend choose_io_backend();

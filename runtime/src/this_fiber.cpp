@@ -1,6 +1,7 @@
 // this_fiber.cpp: usched::this_fiber, the calling fiber's view of itself:
-// its id, its worker, its preempt point, and sleeping (yield() is in
-// worker.cpp, beside the switch it inlines).
+// its id, its worker, its preempt point (the fast path; the slow one is
+// worker::preempt_check), and sleeping (yield() is in worker.cpp, beside
+// the switch it inlines).
 #include <stop_token>
 #include <thread>
 
@@ -78,9 +79,14 @@ int worker_index() noexcept {
   return w && w->current_fiber() ? w->index() : -1;
 }
 
+// One relaxed load and a branch while nothing is asked: the monitor
+// (monitor.hpp) measures the slice and asks for the tick, a wake-up asks
+// for its preemption, and a worker with I/O in flight asks for every look;
+// no clock is read here. A request that reaches the worker's own context
+// (not a fiber) is dropped by the slow path.
 void preempt_point() noexcept {
   detail::worker* w = detail::worker_of_this_thread();
-  if (w && w->current_fiber()) w->preempt_check();
+  if (w && w->preempt_requested()) [[unlikely]] w->preempt_check();
 }
 
 }  // namespace this_fiber

@@ -42,6 +42,12 @@ void runtime_impl::carry_out(const wake_result& r, worker* w) noexcept {
   // park word: paired with the parker's announce-then-check in
   // worker::idle_wait().
   if (r.notify) worker_at(r.cpu).notify();
+  // A wake-up that asked cpu's running fiber to yield (the engine's
+  // check_preempt set need_resched) asks its next preempt point to look:
+  // the preempt point reads only its worker's request word. The fiber's
+  // own need_resched line was just written by the enqueue, so the load is
+  // cheap; a request left over from an older one costs a look, no more.
+  if (engine_.resched_asked(r.cpu)) worker_at(r.cpu).request_preempt(request_look);
   if (r.kick) kick_idle(r.cpu, w, r.pull);
 }
 

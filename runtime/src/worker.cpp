@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <pthread.h>
 #include <csignal>
 #include <system_error>
@@ -174,7 +175,7 @@ worker_stats worker::stats() const noexcept {
   current_ = next;
   pending_prev_ = prev;
   pending_exit_ = prev_exits;
-  if (next != &idle_) start_slice();
+  publish_run(next);
   bctx::transfer_t t = jump(prev->ctx, next->ctx, this, prev_exits);
   // Resumed, possibly on another worker: that worker passed itself as data.
   static_cast<worker*>(t.data)->finish_switch(t.fctx);
@@ -220,12 +221,15 @@ void worker::fiber_entry(bctx::transfer_t t) {
   fiber* self = current_;
   engine& e = rt_.eng();
   if (has_timers_) [[unlikely]] run_timers(now_ns());
-  if (io_busy()) [[unlikely]] poll_io(false);
+  if (io_busy()) [[unlikely]] {
+    poll_io(false);
+    arm_io_look();
+  }
   const pick_result r = e.schedule(index_, self, action, now);
   if (r.pushed_to >= 0) rt_.worker_at(r.pushed_to).notify();
   auto* next = static_cast<fiber*>(r.next);
   if (next == self) {
-    start_slice();
+    publish_run(self);
     return;
   }
   // An active balance may have pushed this fiber away and left nothing
@@ -239,8 +243,12 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
   if (has_timer(deadline_ns)) add_timer(deadline_ns, self, token);
   if (has_timers_) run_timers(now_ns());
   // The call a fiber blocks for is in the reactor's submission queue; it
-  // goes to the kernel with the next batch (reactor_uring.cpp).
-  if (io_busy()) [[unlikely]] poll_io(false);
+  // goes to the kernel with the next batch (reactor_uring.cpp). The next
+  // fiber's preempt points reap it.
+  if (io_busy()) [[unlikely]] {
+    poll_io(false);
+    arm_io_look();
+  }
   // An active balance asked of this worker is served at this switch too:
   // the worker it handed a fiber to must be woken.
   const pick_result r = rt_.eng().schedule(index_, self, prev_action::block, switch_clock(rt_.eng()), joined);
@@ -249,7 +257,7 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
   // A wake-up that arrived before we got here turned the block into a
   // requeue; if nothing else is queued, we are picked again: keep running.
   if (next == self) {
-    start_slice();
+    publish_run(self);
     return;
   }
   switch_to(next ? next : &idle_, false);
@@ -257,7 +265,10 @@ void worker::block_current(fiber* self, std::uint64_t token, std::int64_t deadli
 
 void worker::exit_current(fiber* joiner) {
   engine& e = rt_.eng();
-  if (io_busy()) [[unlikely]] poll_io(false);
+  if (io_busy()) [[unlikely]] {
+    poll_io(false);
+    arm_io_look();
+  }
   pick_result r;
   if (joiner && e.hands_back(*joiner, index_)) {
     // The join hand-off: the joiner runs next, in this switch.
@@ -275,17 +286,45 @@ void worker::exit_current(fiber* joiner) {
   __builtin_unreachable();
 }
 
+void worker::request_by_monitor(std::uint64_t bits, std::uint64_t mark) noexcept {
+  if ((bits & request_slice) == 0) {
+    request_preempt(bits);
+    return;
+  }
+  // The slice request names its run: it replaces an older run's, and keeps
+  // a look asked for by anyone else.
+  std::uint64_t was = preempt_request_.load(std::memory_order_relaxed);
+  std::uint64_t want;
+  do {
+    want = (was & request_look) | bits | (mark << request_mark_shift);
+  } while (!preempt_request_.compare_exchange_weak(was, want, std::memory_order_release, std::memory_order_relaxed));
+}
+
 void worker::preempt_check() {
+  // Taken whole: the monitor asks again at its next look if it still must.
+  // Acquire: a waker's need_resched, written before its request, is seen
+  // by should_preempt below.
+  const std::uint64_t req = preempt_request_.exchange(0, std::memory_order_acquire);
+  if (current_ == &idle_) [[unlikely]] return;
+  looks_.store(looks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // Completions first: a fiber they wake may be what ends this slice, and
   // none waits behind a fiber that runs long (docs/io.md, "Who reaps").
-  if (io_busy()) [[unlikely]] poll_io(true);
+  // While I/O is in flight every preempt point looks, as before the
+  // monitor: the next one is asked for now.
+  if (io_busy()) [[unlikely]] {
+    poll_io(true);
+    arm_io_look();
+  }
   const std::uint64_t now_c = cycles();
-  if (slice_start_ == 0) slice_start_ = now_c;
-  const bool ticked = now_c >= next_tick_cycles_;
+  const bool ticked = now_c >= next_tick_cycles_.load(std::memory_order_relaxed);
   if (ticked) tick(engine_now_ns(now_c));
   // The engine decides (a wake-up's request, or the slice used up while
-  // others wait); the counter says how long the slice has run.
-  const auto ran_ns = static_cast<std::int64_t>(static_cast<double>(now_c - slice_start_) * rt_.ns_per_cycle());
+  // others wait). The monitor measured the slice: it says so for this run
+  // only (its mark), so a request left from the run before counts as none.
+  const bool slice_over = (req & request_slice) != 0 &&
+                          (req >> request_mark_shift) == (run_mark_.load(std::memory_order_relaxed) &
+                                                          (~std::uint64_t{0} >> request_mark_shift));
+  const std::int64_t ran_ns = slice_over ? std::numeric_limits<std::int64_t>::max() : 0;
   const engine& e = rt_.eng();
   if (!e.should_preempt(index_, ran_ns)) return;
   // The switch's clock is the reading above, unless the tick's work (a
@@ -301,7 +340,7 @@ void worker::preempt_check() {
 // engine's: load tracking, the periodic balance, and the nohz kick, which
 // the backend carries out by waking a parked worker.
 unsigned worker::tick(std::int64_t now) {
-  next_tick_cycles_ = cycles() + rt_.tick_cycles();
+  next_tick_cycles_.store(cycles() + rt_.tick_cycles(), std::memory_order_relaxed);
   // A stack without a guard page is checked for an overflow here, at the
   // tick's pace, and when its fiber exits.
   if (current_ != &idle_) check_stack_canary(current_, rt_.config().stack_size / 1024);
@@ -322,7 +361,7 @@ fiber* worker::find_work() {
   // the wake-up path of an idle worker.
   const std::uint64_t c = cycles();
   found_cycles_ = c;
-  if (c >= next_tick_cycles_) {
+  if (c >= next_tick_cycles_.load(std::memory_order_relaxed)) {
     const std::int64_t now = engine_now_ns(c);
     tick(now);
     return static_cast<fiber*>(rt_.eng().find_work(index_, now, next_random(), scratch_, std::exchange(kicked_, false)));
@@ -377,7 +416,7 @@ void worker::idle_wait() {
         found = true;
         break;
       }
-      if (cycles() >= next_tick_cycles_ && tick(now) > 0) {
+      if (cycles() >= next_tick_cycles_.load(std::memory_order_relaxed) && tick(now) > 0) {
         found = true;
         break;
       }
@@ -447,6 +486,8 @@ void worker::idle_wait() {
   park_word_.store(0, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
   if (e.tracing()) [[unlikely]] e.trace_idle(index_, idle_kind::unpark, engine_clock());
+  // A monitor asleep because every worker was parked looks again.
+  rt_.wake_monitor_if_asleep();
   // Woken for a pull kick (mark_pull()): balance unrationed.
   if (kickable && spin_word_.exchange(spin_none, std::memory_order_seq_cst) == spin_kicked) kicked_ = true;
   if (watching_) {
@@ -535,7 +576,7 @@ void worker::main() {
     }
   }
   phase_start_cycles_ = cycles();
-  next_tick_cycles_ = cycles() + rt_.tick_cycles();
+  next_tick_cycles_.store(cycles() + rt_.tick_cycles(), std::memory_order_relaxed);
   if (tracer* t = rt_.trace()) t->bind_thread(index_);
   for (;;) {
     fiber* next = find_work();

@@ -27,6 +27,7 @@
 #include "engine.hpp"
 #include "random.hpp"
 #include "fiber_impl.hpp"
+#include "monitor.hpp"
 #include "reactor.hpp"
 #include "topology.hpp"
 
@@ -86,9 +87,16 @@ class worker {
   // the fiber fiber_done() claimed, which waited for this one to finish;
   // it is woken here, in the exit's switch.
   [[noreturn]] void exit_current(fiber* joiner);
-  // preempt_check() is this_fiber::preempt_point(): run the tick if it is
-  // due, and yield if a wake-up asked for it or the slice is used up while
-  // others wait.
+  // preempt_requested() is this_fiber::preempt_point()'s fast path: one
+  // relaxed load of the request word (relaxed: a request seen a preempt
+  // point late is honoured at the next one; the slow path's exchange is the
+  // acquire that pairs with a waker's release).
+  bool preempt_requested() const noexcept { return preempt_request_.load(std::memory_order_relaxed) != 0; }
+  // preempt_check() is the slow path, when something was requested: take
+  // the request, run the tick if it is due, and yield if a wake-up asked
+  // for it or the slice is used up while others wait (engine::
+  // should_preempt). With I/O in flight it reaps, and asks for the next
+  // preempt point's look too, so that completions are reaped at every one.
   void preempt_check();
   // splitmix64 over the worker's own state.
   std::uint64_t next_random() noexcept { return splitmix64(rng_); }
@@ -118,6 +126,27 @@ class worker {
   // on its runqueue (engine::add_runnable's seq_cst store of the count).
   void notify() noexcept;
   bool parked() const noexcept { return park_word_.load(std::memory_order_seq_cst) != 0; }
+  // request_preempt() asks the running fiber to look at its next preempt
+  // point (request_look, monitor.hpp); the release pairs with the slow
+  // path's acquire, so what the requester wrote first (a wake-up's
+  // need_resched) is seen there.
+  void request_preempt(std::uint64_t bits) noexcept { preempt_request_.fetch_or(bits, std::memory_order_release); }
+  // request_by_monitor(): the monitor's request; with request_slice, its
+  // word that the run `mark` has used up its slice, which replaces an
+  // older run's slice request.
+  void request_by_monitor(std::uint64_t bits, std::uint64_t mark) noexcept;
+
+  // ---- read by the monitor (monitor.hpp), atomics only --------------------
+  // run_mark(): this worker's switch count x 2, + 1 while a fiber runs;
+  // run_fiber(): the fiber of that run (acquire: its id and label were
+  // written before it was queued). next_tick_cycles(): the counter time of
+  // its next tick. parked_in_io(): parked in its reactor (I/O in flight).
+  std::uint64_t run_mark() const noexcept { return run_mark_.load(std::memory_order_acquire); }
+  const fiber* run_fiber() const noexcept { return run_fiber_.load(std::memory_order_acquire); }
+  std::uint64_t next_tick_cycles() const noexcept { return next_tick_cycles_.load(std::memory_order_relaxed); }
+  std::uint64_t looks() const noexcept { return looks_.load(std::memory_order_relaxed); }
+  bool parked_in_io() const noexcept { return park_word_.load(std::memory_order_seq_cst) == park_io; }
+  std::uint64_t parks() const noexcept { return parks_; }
   // kick_spinning() asks this worker, if it is spinning in its idle loop, to
   // leave the spin and balance unrationed (a pull kick, wake_result::pull);
   // false when it is not spinning. A kick already pending counts as done.
@@ -206,11 +235,26 @@ class worker {
   static constexpr std::size_t fiber_cache_max = 64;
   void switch_to(fiber* next, bool prev_exits);
   void switch_current(prev_action action, const now_source& now);
-  // The slice starts at the first preempt point after a switch, not at the
-  // switch itself: reading the counter costs as much as the rest of a
-  // switch, and only fibers that call preempt_point() have slices to
-  // measure.
-  void start_slice() noexcept { slice_start_ = 0; }
+  // publish_run(): a new run starts on this worker (`next`, or the idle
+  // context): a new run mark, for the monitor to time the slice and a
+  // stall from. No clock is read here: reading the counter costs as much
+  // as the rest of a switch, and the monitor's own look stands in for it.
+  // Release stores: the fiber's id and label are read after the mark.
+  void publish_run(fiber* next) noexcept {
+    run_seq_ += 2;
+    const bool running = next != &idle_;
+    run_fiber_.store(running ? next : nullptr, std::memory_order_release);
+    run_mark_.store(run_seq_ | (running ? 1u : 0u), std::memory_order_release);
+  }
+  // arm_io_look(): with I/O in flight, the next preempt point looks (and
+  // reaps); called where the switch paths already found io_busy().
+  // A load first: the bit is usually set already (the last preempt point
+  // set it), and a locked write on every such switch would cost more.
+  void arm_io_look() noexcept {
+    if ((preempt_request_.load(std::memory_order_relaxed) & request_look) == 0) {
+      preempt_request_.fetch_or(request_look, std::memory_order_relaxed);
+    }
+  }
   unsigned tick(std::int64_t now);  // fibers its periodic balance pulled here
   void account_idle_busy(bool becoming_idle, std::uint64_t now_cycles) noexcept;
   void finish_switch(bctx::fcontext_t from) noexcept;
@@ -226,8 +270,11 @@ class worker {
   fiber* current_ = &idle_;  // what runs now
   fiber* pending_prev_ = nullptr;  // the context being switched away from
   bool pending_exit_ = false;      // ... and whether it has finished for good
-  std::uint64_t slice_start_ = 0;  // cycles() when current_'s slice began
-  std::uint64_t next_tick_cycles_ = 0;
+  // The counter time of the next tick; written by this worker only,
+  // relaxed (the monitor reads it to ask for the tick: a stale value costs
+  // one look).
+  std::atomic<std::uint64_t> next_tick_cycles_{0};
+  std::uint64_t run_seq_ = 0;  // this worker's switches x 2 (publish_run)
   // When the worker last went idle or busy, in counter ticks: the switch out
   // of the idle loop is on the wake-up path, where the counter costs less
   // than half of a steady-clock read.
@@ -275,6 +322,18 @@ class worker {
   // worker a line transfer on its way to the fiber (measured: +80-100 ns).
   static constexpr std::uint32_t spin_none = 0, spin_open = 1, spin_kicked = 2;
   alignas(64) std::atomic<std::uint32_t> spin_word_{spin_none};
+
+  // The preempt request (monitor.hpp's request bits and run mark), read at
+  // every preempt point, written by the monitor, by wakers and by this
+  // worker; and this worker's current run, written at every switch and
+  // read by the monitor once a look. One line: the worker's preempt points
+  // and switches keep it in its cache between the monitor's looks.
+  alignas(64) std::atomic<std::uint64_t> preempt_request_{0};
+  std::atomic<std::uint64_t> run_mark_{0};
+  std::atomic<const fiber*> run_fiber_{nullptr};
+  // Preempt points' slow paths taken so far: the monitor's sign that the
+  // running fiber answers (it is long, not stalled). Own thread writes.
+  std::atomic<std::uint64_t> looks_{0};
 
   // The timer heap, on lines of its own: other workers read earliest_timer_
   // while idle and take timer_lock_ to fire what is due, and neither may

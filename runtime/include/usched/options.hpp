@@ -55,6 +55,15 @@ struct options {
   // (USCHED_SLICE_US), 1 us..10 s.
   std::chrono::microseconds slice{3000};
 
+  // Stall report (USCHED_STALL_MS), 0..1 h: a fiber that runs this long
+  // without a switch or a preempt point is named once, at warn level, by
+  // the runtime's monitor (its id and label, its worker, how long); and a
+  // runtime whose workers have all been parked for max(stall, 1 s) while
+  // fibers wait that nothing inside it can wake (no timer, no I/O, no
+  // blocking call) lists them once, as the destructor's hang report does.
+  // 0 turns both off.
+  std::chrono::milliseconds stall{50};
+
   // Usable stack of every fiber, excluding its guard page (USCHED_STACK_KB),
   // 16 KiB..1 GiB, in bytes: 64 KiB (256 KiB in sanitizer builds, see
   // default_stack_size).
