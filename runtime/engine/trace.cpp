@@ -142,15 +142,15 @@ tracer::buffer& tracer::buffer_of_caller() noexcept {
   return buffers_[cfg_.nr_cpus];
 }
 
-void tracer::store(slot& s, const trace_record& r) noexcept {
+void tracer::store(slot& s, const trace_record& r, std::memory_order order) noexcept {
   std::uint64_t w[5];
   std::memcpy(w, &r, sizeof w);
-  for (int i = 0; i < 5; ++i) s.w[i].store(w[i], std::memory_order_relaxed);
+  for (int i = 0; i < 5; ++i) s.w[i].store(w[i], order);
 }
 
-trace_record tracer::load(const slot& s) noexcept {
+trace_record tracer::load(const slot& s, std::memory_order order) noexcept {
   std::uint64_t w[5];
-  for (int i = 0; i < 5; ++i) w[i] = s.w[i].load(std::memory_order_relaxed);
+  for (int i = 0; i < 5; ++i) w[i] = s.w[i].load(order);
   trace_record r;
   std::memcpy(&r, w, sizeof w);
   return r;
@@ -159,7 +159,12 @@ trace_record tracer::load(const slot& s) noexcept {
 void tracer::append(buffer& b, const trace_record& r) noexcept {
   const std::uint64_t n = b.next.load(std::memory_order_relaxed);
   if (b.ring) {
-    store(b.ring[n & ring_mask_], r);
+    // Release, read with acquire (read()): a reader that sees any word of
+    // this record also sees the index published before it was written, so
+    // it knows the slot is being written over. Relaxed words would let it
+    // see a newer word with an older index and keep a torn record. On x86
+    // both are plain moves.
+    store(b.ring[n & ring_mask_], r, std::memory_order_release);
   } else {
     const std::size_t c = static_cast<std::size_t>(n / chunk_records);
     slot* chunk = c < max_chunks_ ? b.chunks[c].load(std::memory_order_relaxed) : nullptr;
@@ -179,7 +184,7 @@ void tracer::append(buffer& b, const trace_record& r) noexcept {
       }
       b.chunks[c].store(chunk, std::memory_order_release);
     }
-    store(chunk[n % chunk_records], r);
+    store(chunk[n % chunk_records], r, std::memory_order_relaxed);
   }
   b.next.store(n + 1, std::memory_order_release);
 }
@@ -218,7 +223,7 @@ void tracer::read(const buffer& b, std::vector<trace_record>& out, std::uint64_t
     const std::uint64_t size = cfg_.flight_records;
     const std::uint64_t begin = end > size ? end - size : 0;
     const std::size_t first = out.size();
-    for (std::uint64_t i = begin; i < end; ++i) out.push_back(load(b.ring[i & ring_mask_]));
+    for (std::uint64_t i = begin; i < end; ++i) out.push_back(load(b.ring[i & ring_mask_], std::memory_order_acquire));
     // The writer may have gone on meanwhile: whatever it wrote over since
     // `end` was read is no longer the record that was there.
     const std::uint64_t after = b.next.load(std::memory_order_acquire);
@@ -232,7 +237,7 @@ void tracer::read(const buffer& b, std::vector<trace_record>& out, std::uint64_t
   }
   for (std::uint64_t i = 0; i < end; ++i) {
     const slot* chunk = b.chunks[static_cast<std::size_t>(i / chunk_records)].load(std::memory_order_acquire);
-    out.push_back(load(chunk[i % chunk_records]));
+    out.push_back(load(chunk[i % chunk_records], std::memory_order_relaxed));
   }
 }
 
