@@ -91,6 +91,11 @@ std::size_t round_up_pow2(std::size_t n) noexcept {
 // below it complete, unless a flight ring has since overwritten it.
 struct tracer::buffer {
   alignas(64) std::atomic<std::uint64_t> next{0};
+  // Flight: records begun (next + 1 while one is being written), so that
+  // a reader can tell a slot being written over from one that is not:
+  // without it, it has to take the oldest slot of a full ring for lost
+  // whether or not a writer is at work.
+  std::atomic<std::uint64_t> started{0};
   std::uint64_t dropped = 0;  // whole run, past the bound (the writer's alone)
   std::atomic<std::uint64_t> dropped_pub{0};
   // Flight: one ring. Whole run: a table of chunks, filled in order.
@@ -159,11 +164,12 @@ trace_record tracer::load(const slot& s, std::memory_order order) noexcept {
 void tracer::append(buffer& b, const trace_record& r) noexcept {
   const std::uint64_t n = b.next.load(std::memory_order_relaxed);
   if (b.ring) {
-    // Release, read with acquire (read()): a reader that sees any word of
-    // this record also sees the index published before it was written, so
-    // it knows the slot is being written over. Relaxed words would let it
-    // see a newer word with an older index and keep a torn record. On x86
-    // both are plain moves.
+    // `started` first, then the words with release, read with acquire
+    // (read()): a reader that sees any word of this record also sees
+    // `started` counting it, so it knows the slot is being written over.
+    // Relaxed words would let it see a newer word with an older count and
+    // keep a torn record. On x86 both are plain moves.
+    b.started.store(n + 1, std::memory_order_relaxed);
     store(b.ring[n & ring_mask_], r, std::memory_order_release);
   } else {
     const std::size_t c = static_cast<std::size_t>(n / chunk_records);
@@ -226,10 +232,10 @@ void tracer::read(const buffer& b, std::vector<trace_record>& out, std::uint64_t
     for (std::uint64_t i = begin; i < end; ++i) out.push_back(load(b.ring[i & ring_mask_], std::memory_order_acquire));
     // The writer may have gone on meanwhile: whatever it wrote over since
     // `end` was read is no longer the record that was there.
-    const std::uint64_t after = b.next.load(std::memory_order_acquire);
-    // (after + 1: a record at index `after` may be half written over the
-    // slot of after - size already.)
-    const std::uint64_t lost = after + 1 > begin + size ? std::min(after + 1 - size - begin, end - begin) : 0;
+    // Record j writes over the slot of j - size: every record begun since
+    // (below `started`) took one of ours, the oldest first.
+    const std::uint64_t after = b.started.load(std::memory_order_acquire);
+    const std::uint64_t lost = after > begin + size ? std::min(after - size - begin, end - begin) : 0;
     out.erase(out.begin() + static_cast<std::ptrdiff_t>(first),
               out.begin() + static_cast<std::ptrdiff_t>(first + lost));
     dropped += lost;
