@@ -276,7 +276,11 @@ TEST_CASE("options: other bad values", "[options][bad-input]") {
                        bad{"USCHED_STATS", "01", "0, 1 (a table) or json"},
                        bad{"USCHED_BLOCKING_THREADS", "0", "a number of threads, 1..4096"},
                        bad{"USCHED_BLOCKING_THREADS", "5000", "a number of threads, 1..4096"},
-                       bad{"USCHED_BLOCKING_THREADS", "many", "a number of threads, 1..4096"}}) {
+                       bad{"USCHED_BLOCKING_THREADS", "many", "a number of threads, 1..4096"},
+                       bad{"USCHED_TRACE_FLIGHT", "abc", "events kept per worker (0: the whole run), 0..16777216"},
+                       bad{"USCHED_TRACE_FLIGHT", "99999999",
+                           "events kept per worker (0: the whole run), 0..16777216"},
+                       bad{"USCHED_TRACE_LIMIT_MB", "0", "a whole run's trace memory in MiB, 1..65536"}}) {
     INFO(b.name << "=" << b.value);
     CHECK(env_error(b.name, b.value) ==
           std::string(b.name) + "='" + b.value + "' is not valid: expected " + b.accepted);

@@ -160,6 +160,13 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
   sched_entity* moved[max_migrate_per_pass];
   const unsigned n = detach_fibers(cpu, d, idle, &sd, st.nr_balance_failed, now, moved, max_migrate_per_pass);
   if (tracer_ && n > 0) [[unlikely]] {
+    // The time of the records (and of the attach and the pick that
+    // follow) is read again now: the fibers taken may have been queued,
+    // by a switch away from them on their worker, after this event's time
+    // was first read, and a pass recorded before that switch would have
+    // them move, and run here, before they stopped there. A fixed time
+    // (the simulator's) stays what it is.
+    now.fresh();
     // Named before they are attached: from then on another worker may
     // take one, run it to its end and reuse its entity.
     trace_balance(cpu, level, idle, d, balance_outcome::moved, n, now);

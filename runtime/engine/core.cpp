@@ -36,10 +36,14 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   if (kind == placement_kind::spawn) how = origin == r.cpu ? enqueue_kind::spawn_local : enqueue_kind::spawn;
   // Read before the enqueue, after which the fiber may be another worker's.
   const bool stayed = stays_unbalanced(kind, *se, origin);
+  // Traced: whether the running fiber there was asked to yield already,
+  // so that the record says whether this enqueue asked it.
+  bool asked_before = false;
+  if (tracer_) [[unlikely]] asked_before = rq(r.cpu).need_resched.load(std::memory_order_relaxed);
   const unsigned queued = enqueue(r.cpu, se, how, now, false, why);
   if (tracer_) [[unlikely]] {
     if (prev_cpu >= 0 && prev_cpu != r.cpu) trace_migrate(id, prev_cpu, r.cpu, migrate_cause::wake, -1, origin, now);
-    trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, r.cpu, false, now);
+    trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, r.cpu, false, now, asked_before);
   }
   r.notify = how != enqueue_kind::spawn_local;
   r.kick = queued > 0 && traits_.pulls_when_idle && !rq(r.cpu).idle.load(std::memory_order_relaxed);

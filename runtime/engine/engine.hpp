@@ -359,8 +359,13 @@ class engine {
   std::uint64_t trace_id(const sched_entity* se) const noexcept { return se ? trace_hooks_.id(*se) : 0; }
   void trace_switch(int cpu, const sched_entity* prev, stop_reason why, bool prev_runnable,
                     const sched_entity* next, const now_source& now) const noexcept;
+  // trace_wakeup(): `asked_before`: cpu's running fiber had been asked to
+  // yield before this wake-up (or the wake-up cannot ask it: a join's
+  // hand-off); only a wake-up that found it unasked and left it asked, for
+  // a wake-up preemption, is marked as preempting.
   void trace_wakeup(std::uint64_t id, placement_kind kind, wake_reason why, int origin,
-                    bool by_origin, int prev_cpu, int cpu, bool running, const now_source& now) const noexcept;
+                    bool by_origin, int prev_cpu, int cpu, bool running, const now_source& now,
+                    bool asked_before = true) const noexcept;
   void trace_migrate(std::uint64_t id, int from, int to, migrate_cause c, int level, int by,
                      const now_source& now) const noexcept;
   void trace_balance(int cpu, std::size_t level, cpu_idle_type idle, const balance_decision& d, balance_outcome o,

@@ -94,6 +94,11 @@ std::size_t round_up_pow2(std::size_t n) noexcept {
 // below it complete, unless a flight ring has since overwritten it.
 struct tracer::buffer {
   alignas(64) std::atomic<std::uint64_t> next{0};
+  // Flight: records begun (next + 1 while one is being written), so that
+  // a reader can tell a slot being written over from one that is not:
+  // without it, it has to take the oldest slot of a full ring for lost
+  // whether or not a writer is at work.
+  std::atomic<std::uint64_t> started{0};
   std::uint64_t dropped = 0;  // whole run, past the bound (the writer's alone)
   std::atomic<std::uint64_t> dropped_pub{0};
   // Flight: one ring. Whole run: a table of chunks, filled in order.
@@ -145,15 +150,15 @@ tracer::buffer& tracer::buffer_of_caller() noexcept {
   return buffers_[cfg_.nr_cpus];
 }
 
-void tracer::store(slot& s, const trace_record& r) noexcept {
+void tracer::store(slot& s, const trace_record& r, std::memory_order order) noexcept {
   std::uint64_t w[5];
   std::memcpy(w, &r, sizeof w);
-  for (int i = 0; i < 5; ++i) s.w[i].store(w[i], std::memory_order_relaxed);
+  for (int i = 0; i < 5; ++i) s.w[i].store(w[i], order);
 }
 
-trace_record tracer::load(const slot& s) noexcept {
+trace_record tracer::load(const slot& s, std::memory_order order) noexcept {
   std::uint64_t w[5];
-  for (int i = 0; i < 5; ++i) w[i] = s.w[i].load(std::memory_order_relaxed);
+  for (int i = 0; i < 5; ++i) w[i] = s.w[i].load(order);
   trace_record r;
   std::memcpy(&r, w, sizeof w);
   return r;
@@ -162,7 +167,13 @@ trace_record tracer::load(const slot& s) noexcept {
 void tracer::append(buffer& b, const trace_record& r) noexcept {
   const std::uint64_t n = b.next.load(std::memory_order_relaxed);
   if (b.ring) {
-    store(b.ring[n & ring_mask_], r);
+    // `started` first, then the words with release, read with acquire
+    // (read()): a reader that sees any word of this record also sees
+    // `started` counting it, so it knows the slot is being written over.
+    // Relaxed words would let it see a newer word with an older count and
+    // keep a torn record. On x86 both are plain moves.
+    b.started.store(n + 1, std::memory_order_relaxed);
+    store(b.ring[n & ring_mask_], r, std::memory_order_release);
   } else {
     const std::size_t c = static_cast<std::size_t>(n / chunk_records);
     slot* chunk = c < max_chunks_ ? b.chunks[c].load(std::memory_order_relaxed) : nullptr;
@@ -182,7 +193,7 @@ void tracer::append(buffer& b, const trace_record& r) noexcept {
       }
       b.chunks[c].store(chunk, std::memory_order_release);
     }
-    store(chunk[n % chunk_records], r);
+    store(chunk[n % chunk_records], r, std::memory_order_relaxed);
   }
   b.next.store(n + 1, std::memory_order_release);
 }
@@ -221,13 +232,13 @@ void tracer::read(const buffer& b, std::vector<trace_record>& out, std::uint64_t
     const std::uint64_t size = cfg_.flight_records;
     const std::uint64_t begin = end > size ? end - size : 0;
     const std::size_t first = out.size();
-    for (std::uint64_t i = begin; i < end; ++i) out.push_back(load(b.ring[i & ring_mask_]));
+    for (std::uint64_t i = begin; i < end; ++i) out.push_back(load(b.ring[i & ring_mask_], std::memory_order_acquire));
     // The writer may have gone on meanwhile: whatever it wrote over since
     // `end` was read is no longer the record that was there.
-    const std::uint64_t after = b.next.load(std::memory_order_acquire);
-    // (after + 1: a record at index `after` may be half written over the
-    // slot of after - size already.)
-    const std::uint64_t lost = after + 1 > begin + size ? std::min(after + 1 - size - begin, end - begin) : 0;
+    // Record j writes over the slot of j - size: every record begun since
+    // (below `started`) took one of ours, the oldest first.
+    const std::uint64_t after = b.started.load(std::memory_order_acquire);
+    const std::uint64_t lost = after > begin + size ? std::min(after - size - begin, end - begin) : 0;
     out.erase(out.begin() + static_cast<std::ptrdiff_t>(first),
               out.begin() + static_cast<std::ptrdiff_t>(first + lost));
     dropped += lost;
@@ -235,7 +246,7 @@ void tracer::read(const buffer& b, std::vector<trace_record>& out, std::uint64_t
   }
   for (std::uint64_t i = 0; i < end; ++i) {
     const slot* chunk = b.chunks[static_cast<std::size_t>(i / chunk_records)].load(std::memory_order_acquire);
-    out.push_back(load(chunk[i % chunk_records]));
+    out.push_back(load(chunk[i % chunk_records], std::memory_order_relaxed));
   }
 }
 

@@ -21,10 +21,11 @@
 //   - flight recorder: the last `flight_records` events of each worker, in
 //     a ring of fixed size, overwritten oldest first, for a dump on demand
 //     or with a fatal report.
-// Records are stored as relaxed atomic words, so that a dump taken while
-// the workers run (runtime::dump_trace, a stall report) reads them without
-// a data race; a record being overwritten while it is copied is detected
-// by the ring's index and left out.
+// Records are stored as atomic words (a flight ring's with release, read
+// with acquire), so that a dump taken while the workers run
+// (runtime::dump_trace, a stall report) reads them without a data race; a
+// record being overwritten while it is copied is detected by the ring's
+// index and left out.
 //
 // Turned off (the default), nothing is allocated and every emission site
 // in the engine is one load of a null pointer and a branch predicted not
@@ -230,8 +231,8 @@ class tracer {
   };
   struct buffer;
   buffer& buffer_of_caller() noexcept;
-  static void store(slot& s, const trace_record& r) noexcept;
-  static trace_record load(const slot& s) noexcept;
+  static void store(slot& s, const trace_record& r, std::memory_order order) noexcept;
+  static trace_record load(const slot& s, std::memory_order order) noexcept;
   void append(buffer& b, const trace_record& r) noexcept;
   void read(const buffer& b, std::vector<trace_record>& out, std::uint64_t& dropped) const;
 

@@ -52,7 +52,8 @@ void engine::trace_switch(int cpu, const sched_entity* prev, stop_reason why, bo
 }
 
 void engine::trace_wakeup(std::uint64_t id, placement_kind kind, wake_reason why, int origin, bool by_origin,
-                          int prev_cpu, int cpu, bool running, const now_source& now) const noexcept {
+                          int prev_cpu, int cpu, bool running, const now_source& now,
+                          bool asked_before) const noexcept {
   trace_record t;
   t.time = now();
   t.type = trace_event::wakeup;
@@ -72,7 +73,10 @@ void engine::trace_wakeup(std::uint64_t id, placement_kind kind, wake_reason why
   if (kind == placement_kind::spawn) flags |= wake_flag_new;
   if (running) flags |= wake_flag_running;
   const runqueue& q = rq(cpu);
-  if (!running && q.need_resched.load(std::memory_order_relaxed) &&
+  // Not a request some earlier wake-up or the tick left pending: a spawn
+  // (which never asks) or a wake-up onto a worker already asked to yield
+  // would otherwise be marked too.
+  if (!running && !asked_before && q.need_resched.load(std::memory_order_relaxed) &&
       q.resched_cause.load(std::memory_order_relaxed) == static_cast<std::uint8_t>(stop_reason::preempt_wakeup)) {
     flags |= wake_flag_preempts;
   }
