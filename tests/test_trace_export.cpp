@@ -162,6 +162,9 @@ trace_data hand_trace() {
   v.push_back(migrate(13000, 2, 1, 0, migrate_cause::wake, 1, 2, 2));
   v.push_back(balance(15000, 2, 1, cpu_idle_type::not_idle, 0, 0, migration_type::migrate_load, 512,
                       balance_outcome::none_movable, 0));
+  // The busiest group's type, and the local group's above it.
+  v.back().fiber = static_cast<std::uint64_t>(usched::group_type::overloaded) |
+                   static_cast<std::uint64_t>(usched::group_type::fully_busy) << 8;
   v.push_back(balance(16000, 2, 1, cpu_idle_type::idle, 0, 0, migration_type::migrate_misfit, 1,
                       balance_outcome::active_asked, 0));
   v.push_back(sw(17000, 0, 3, 2, stop_reason::preempt_wakeup, 2));
@@ -508,7 +511,8 @@ TEST_CASE("trace export: ftrace lines are the kernel's TP_printk formats") {
   CHECK(contains_line(l, "          <idle>-0       [002] ....     0.000009000: cpu_idle: state=4294967295 cpu_id=2"));
   CHECK(contains_line(l, "          <idle>-0       [002] ....     0.000008000: usched_idle: cpu=2 state=kick kicker_cpu=1"));
   CHECK(contains_line(l, "          worker-4       [002] ....     0.000015000: usched_balance: cpu=2 level=1 "
-                         "idle=not_idle busiest_cpu=0 busiest_group=0 migration_type=migrate_load imbalance=512 "
+                         "idle=not_idle busiest_cpu=0 busiest_group=0 busiest_type=overloaded local_type=fully_busy "
+                         "migration_type=migrate_load imbalance=512 "
                          "outcome=none_movable moved=0"));
   CHECK(contains_line(l, "           fiber-1       [000] ....     0.000001000: usched_label: pid=2 chunk=1 last=1 "
                          "text=\"handler\""));

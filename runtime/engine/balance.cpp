@@ -160,18 +160,15 @@ unsigned engine::load_balance(int cpu, std::size_t level, cpu_idle_type idle, co
   sched_entity* moved[max_migrate_per_pass];
   const unsigned n = detach_fibers(cpu, d, idle, &sd, st.nr_balance_failed, now, moved, max_migrate_per_pass);
   if (tracer_ && n > 0) [[unlikely]] {
-    // The time of the records (and of the attach and the pick that
-    // follow) is read again now: the fibers taken may have been queued,
-    // by a switch away from them on their worker, after this event's time
-    // was first read, and a pass recorded before that switch would have
-    // them move, and run here, before they stopped there. A fixed time
-    // (the simulator's) stays what it is.
-    now.fresh();
+    // The records' time is read now, not taken from the event: the fibers
+    // taken may have been queued, by a switch away from them on their
+    // worker, after the event's time was read (trace_hooks::clock).
+    const now_source after(trace_time(now));
     // Named before they are attached: from then on another worker may
     // take one, run it to its end and reuse its entity.
-    trace_balance(cpu, level, idle, d, balance_outcome::moved, n, now);
+    trace_balance(cpu, level, idle, d, balance_outcome::moved, n, after);
     for (unsigned i = 0; i < n; ++i) {
-      trace_migrate(trace_id(moved[i]), d.busiest, cpu, pull_cause(idle), static_cast<int>(level), cpu, now);
+      trace_migrate(trace_id(moved[i]), d.busiest, cpu, pull_cause(idle), static_cast<int>(level), cpu, after);
     }
   }
   attach_fibers(cpu, moved, n, now);

@@ -307,10 +307,9 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
 sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t random,
                                 std::vector<cpu_snapshot>& scratch, bool kicked) {
   runqueue& q = rq(cpu);
-  if (tracer_) [[unlikely]] now();
   if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) {
     if (traits_.rations_newidle) close_idle_period(q, now);
-    if (tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now);
+    if (tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now_source(trace_time(now)));
     return se;
   }
   // Going idle: the idle period starts (newidle_balance() stamps it first
@@ -320,7 +319,8 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
   }
   if (idle_balance(cpu, now, random, scratch, kicked) == 0) return nullptr;
   sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now);
-  if (se && tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now);
+  // After the balance: the run starts after the stops of the fibers it took.
+  if (se && tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now_source(trace_time(now)));
   return se;
 }
 

@@ -322,9 +322,15 @@ class engine {
   // sched_entities; the backend says how to name one (its id) and what a
   // blocking one waits in (a wait_kind, or 0). Set before any event, never
   // changed while the backend runs.
+  // `clock`, when set, is read for the records made after an event's work
+  // rather than before it (an idle worker's pick of a fiber its balance just
+  // took, the balance's own records): a fiber stolen from a busy worker
+  // starts on the thief after it stopped there, whatever `now` the event
+  // was given. Null (the simulator's): those records take `now` too.
   struct trace_hooks {
     std::uint64_t (*id)(const sched_entity&) noexcept = nullptr;
     std::uint8_t (*wait)(const sched_entity&) noexcept = nullptr;
+    std::int64_t (*clock)() noexcept = nullptr;
   };
   void set_tracer(tracer* t, trace_hooks hooks) noexcept {
     tracer_ = t;
@@ -357,6 +363,10 @@ class engine {
   [[gnu::always_inline]] pick_result schedule_untraced(int cpu, sched_entity* prev, prev_action action,
                                                        const now_source& now, sched_entity* joined);
   std::uint64_t trace_id(const sched_entity* se) const noexcept { return se ? trace_hooks_.id(*se) : 0; }
+  // The time of a record made after the event's work (trace_hooks::clock).
+  std::int64_t trace_time(const now_source& now) const noexcept {
+    return trace_hooks_.clock ? trace_hooks_.clock() : now();
+  }
   void trace_switch(int cpu, const sched_entity* prev, stop_reason why, bool prev_runnable,
                     const sched_entity* next, const now_source& now) const noexcept;
   // trace_wakeup(): `asked_before`: cpu's running fiber had been asked to

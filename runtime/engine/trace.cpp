@@ -302,10 +302,10 @@ bool tracer::write_raw(int fd, const char* policy, bool virtual_time) const noex
     std::size_t n = 0;
     for (std::uint64_t k = begin; k < end; ++k) {
       if (b.ring) {
-        out[n++] = load(b.ring[k & ring_mask_]);
+        out[n++] = load(b.ring[k & ring_mask_], std::memory_order_acquire);
       } else {
         const slot* chunk = b.chunks[static_cast<std::size_t>(k / chunk_records)].load(std::memory_order_acquire);
-        out[n++] = load(chunk[k % chunk_records]);
+        out[n++] = load(chunk[k % chunk_records], std::memory_order_relaxed);
       }
       if (n == batch) {
         if (!put(out, sizeof out)) return false;

@@ -136,6 +136,7 @@ void runtime_impl::start_tracing() {
   hooks.id = [](const sched_entity& se) noexcept {
     return static_cast<const fiber&>(se).id.load(std::memory_order_relaxed);
   };
+  hooks.clock = &read_engine_clock;
   hooks.wait = [](const sched_entity& se) noexcept {
     return static_cast<std::uint8_t>(static_cast<const fiber&>(se).waiting_in.load(std::memory_order_relaxed));
   };

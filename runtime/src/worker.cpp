@@ -450,6 +450,7 @@ void worker::idle_wait() {
   // count and kicks (runtime_impl::kick_idle).
   bool work = e.has_queued(index_, std::memory_order_seq_cst) || rt_.stopping();
   if (!work) work = e.idle_poll(index_, engine_clock(), next_random(), scratch_) > 0;
+  bool slept = false;  // for the trace's park and unpark
   if (!work) {
     // Sleep until this worker's own earliest timer; the watcher (one parked
     // worker, the first to find the post free) until the earliest timer of
@@ -472,7 +473,8 @@ void worker::idle_wait() {
     }
     std::int64_t timeout = -1;
     if (until != far_deadline_ns) timeout = std::max<std::int64_t>(0, until - now_ns());
-    if (e.tracing() && (in_io || timeout != 0)) [[unlikely]] e.trace_idle(index_, idle_kind::park, engine_clock());
+    slept = in_io || timeout != 0;
+    if (e.tracing() && slept) [[unlikely]] e.trace_idle(index_, idle_kind::park, engine_clock());
     if (in_io) {
       parks_.add();
       io_->wait(*this, timeout);
@@ -485,7 +487,7 @@ void worker::idle_wait() {
   // before this worker runs a fiber and reads the watch (leaving_idle).
   park_word_.store(0, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
-  if (e.tracing()) [[unlikely]] e.trace_idle(index_, idle_kind::unpark, engine_clock());
+  if (e.tracing() && slept) [[unlikely]] e.trace_idle(index_, idle_kind::unpark, engine_clock());
   // A monitor asleep because every worker was parked looks again.
   rt_.wake_monitor_if_asleep();
   // Woken for a pull kick (mark_pull()): balance unrationed.

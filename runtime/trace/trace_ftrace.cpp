@@ -239,6 +239,8 @@ class ftrace_writer {
     buf_ += "cpu=" + std::to_string(r.cpu) + " level=" + std::to_string(r.detail) +
             " idle=" + tn::name(tn::cpu_idle_types, r.reason) + " busiest_cpu=" + std::to_string(r.from) +
             " busiest_group=" + std::to_string(r.aux) +
+            " busiest_type=" + tn::name(tn::group_types, static_cast<unsigned>(r.fiber & 0xffu)) +
+            " local_type=" + tn::name(tn::group_types, static_cast<unsigned>(r.fiber >> 8 & 0xffu)) +
             " migration_type=" + tn::name(tn::migration_types, r.flags >> 4) +
             " imbalance=" + std::to_string(r.other) + " outcome=" + tn::name(tn::balance_outcomes, r.flags & 0xfu) +
             " moved=" + std::to_string(r.value) + "\n";
@@ -525,6 +527,8 @@ class ftrace_reader {
       r.reason = enum_value(tn::cpu_idle_types, e, "idle");
       r.from = parse_int<std::int16_t>(e.get("busiest_cpu"), "busiest_cpu");
       r.aux = parse_int<std::int16_t>(e.get("busiest_group"), "busiest_group");
+      r.fiber = static_cast<std::uint64_t>(enum_value(tn::group_types, e, "busiest_type")) |
+                static_cast<std::uint64_t>(enum_value(tn::group_types, e, "local_type")) << 8;
       const std::uint8_t mt = enum_value(tn::migration_types, e, "migration_type");
       const std::uint8_t outcome = enum_value(tn::balance_outcomes, e, "outcome");
       if (mt > 0xf || outcome > 0xf) throw parse_error("migration_type and outcome are 0..15");

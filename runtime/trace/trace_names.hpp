@@ -34,6 +34,8 @@ inline constexpr name_table<wake_reason_count> wake_reasons = {
 // The kernel's names, as the policies spell them (policy.hpp).
 inline constexpr name_table<3> cpu_idle_types = {"idle", "newly_idle", "not_idle"};
 inline constexpr name_table<4> migration_types = {"migrate_load", "migrate_util", "migrate_task", "migrate_misfit"};
+inline constexpr name_table<6> group_types = {"has_spare",    "fully_busy", "misfit_task",
+                                              "asym_packing", "imbalanced", "overloaded"};
 inline constexpr name_table<18> wait_kinds = {
     "none",  "channel_send", "channel_recv", "mutex",     "condition_variable", "wait_group",
     "join",  "sleep",        "future",       "latch",     "barrier",            "semaphore",
@@ -45,6 +47,7 @@ static_assert(static_cast<std::size_t>(balance_outcome::count) == balance_outcom
 static_assert(static_cast<std::size_t>(idle_kind::count) == idle_kinds.size());
 static_assert(static_cast<std::size_t>(cpu_idle_type::not_idle) + 1 == cpu_idle_types.size());
 static_assert(static_cast<std::size_t>(migration_type::migrate_misfit) + 1 == migration_types.size());
+static_assert(static_cast<std::size_t>(group_type::overloaded) + 1 == group_types.size());
 static_assert(static_cast<std::size_t>(wait_kind::task_group) + 1 == wait_kinds.size(),
               "a new wait_kind needs its name here");
 
