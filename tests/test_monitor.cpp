@@ -4,8 +4,11 @@
 // real runtime, its requests carried out by real workers.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +18,8 @@
 #include <spdlog/sinks/base_sink.h>
 
 #include <usched/usched.hpp>
+
+#include "trace_export.hpp"
 
 #include "monitor.hpp"
 #include "runtime_impl.hpp"
@@ -326,6 +331,44 @@ TEST_CASE("monitor: a fiber that holds its worker past USCHED_STALL_MS is named 
   CHECK(sink->stalls.load() == 1);
   CHECK(text.find(" (\"holder\") has run on worker 0 for ") != std::string::npos);
   CHECK(text.find("(USCHED_STALL_MS=20)") != std::string::npos);
+}
+
+// With a flight recorder, the stall's report leaves its last events in
+// USCHED_TRACE's file, and says so beside the warning.
+TEST_CASE("monitor: a stall's report writes the flight recorder's last events", "[monitor][realtime][trace]") {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("usched-stall-" + std::to_string(::getpid()) + ".txt")).string();
+  std::filesystem::remove(path);
+  auto opts = usched::test::make_options("steal", 1);
+  opts.stall = std::chrono::milliseconds(20);
+  opts.trace = path;
+  opts.trace_flight = 64;
+  usched::runtime rt(opts);
+  usched::detail::runtime_impl* impl = rt.run([] { return &usched::detail::worker_of_this_thread()->rt(); });
+  auto sink = std::make_shared<capture_sink>();
+  impl->log().sinks().push_back(sink);
+  usched::spawn_options so;
+  so.label = "holder";
+  rt.spawn(so, [&sink] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sink->text().find("are in '") == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+    }
+  }).join();
+  const std::string text = sink->text();
+  INFO(text);
+  CHECK(sink->stalls.load() == 1);
+  CHECK(text.find("the stall of fiber ") != std::string::npos);
+  CHECK(text.find(" last events are in '" + path + "'") != std::string::npos);
+  // The file holds the trace up to the stall: the holder's spawn and its
+  // switch in, and at most 64 records of the worker.
+  const usched::detail::trace_data d = usched::detail::read_trace_file(path);
+  std::size_t switches_in = 0;
+  for (const auto& r : d.records) {
+    if (r.type == usched::detail::trace_event::switch_to && r.other != 0) ++switches_in;
+  }
+  CHECK(switches_in >= 1);
+  CHECK(d.records.size() <= 2 * 64);  // the worker's ring and the outside threads'
+  std::filesystem::remove(path);
 }
 
 // USCHED_STALL_MS=0: the same fiber, 100 ms without a preempt point, is

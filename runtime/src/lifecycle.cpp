@@ -146,18 +146,24 @@ void runtime_impl::start_tracing() {
   std::snprintf(policy_name_, sizeof policy_name_, "%s", name.c_str());
 }
 
-void runtime_impl::dump_trace_for_report(const char* why) const noexcept {
+void runtime_impl::dump_trace_for_report(const char* why, bool fatal) const noexcept {
   if (!tracer_ || opts_.trace.empty()) return;
   std::string line;
   try {
     const trace_data d = trace_now();
     write_trace_file(opts_.trace, d);
-    line = std::string("usched: ") + why + ": the trace's " + std::to_string(d.records.size()) +
+    line = std::string(why) + ": the trace's " + std::to_string(d.records.size()) +
            (tracer_->cfg().kind == tracer::mode::flight ? " last events" : " events so far") + " are in '" +
-           opts_.trace + "'\n";
+           opts_.trace + "'";
   } catch (const std::exception& e) {
-    line = std::string("usched: ") + why + ": the trace could not be written: " + e.what() + "\n";
+    line = std::string(why) + ": the trace could not be written: " + e.what();
   }
+  if (!fatal) {
+    log_->warn("{}", line);
+    log_->flush();
+    return;
+  }
+  line = "usched: " + line + "\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
 }

@@ -116,9 +116,12 @@ void runtime_impl::report_stall(std::size_t i, std::uint64_t mark, std::uint64_t
   on_stall(s);
 }
 
-// Where a stall's report is extended: writing the trace recorder's last
-// events beside the warning belongs here. Nothing yet.
-void runtime_impl::on_stall(const stall_info&) noexcept {}
+// A stall's report leaves the flight recorder's last events behind, where
+// USCHED_TRACE says (a whole run's trace is written at the end anyway).
+void runtime_impl::on_stall(const stall_info& s) noexcept {
+  if (!tracer_ || tracer_->cfg().kind != tracer::mode::flight) return;
+  dump_trace_for_report(("the stall of fiber " + fiber_name(s.fiber_id, s.label)).c_str(), false);
+}
 
 bool runtime_impl::hang_possible() {
   if (draining_.load(std::memory_order_seq_cst)) return false;
@@ -143,6 +146,7 @@ void runtime_impl::report_idle_hang(std::uint64_t quiet) {
              ms, live, live == 1 ? "" : "s", live == 1 ? "s" : "");
   log_blocked(blocked);
   log_->flush();
+  if (tracer_ && tracer_->cfg().kind == tracer::mode::flight) dump_trace_for_report("the hang", false);
 }
 
 }  // namespace usched::detail

@@ -88,8 +88,10 @@ class runtime_impl {
   // dump_trace_for_report(): a report is about to end the process, or the
   // monitor names a stall or a hang: what the recorder holds goes to
   // options::trace (when both are set), and one line on stderr says where.
-  // `why` names the report. Never throws; a failure is that line's.
-  void dump_trace_for_report(const char* why) const noexcept;
+  // `why` names the report. Never throws; a failure is that line's. The
+  // line goes to stderr before a fatal end (whatever the log level, as the
+  // report itself), else to the log at warn, beside the report.
+  void dump_trace_for_report(const char* why, bool fatal = true) const noexcept;
   // dump_raw_in_signal(): the same from a signal handler (a stack
   // overflow): the records raw (tracer::write_raw) to options::trace +
   // ".raw", without allocating. Async-signal-safe.
@@ -205,9 +207,9 @@ class runtime_impl {
   };
   // on_stall() runs on the monitor's thread after a stall is logged, once
   // per stall: the place for what a stall should also leave behind (the
-  // trace recorder's last events, written to a file). It does nothing
-  // now. It must not block: the monitor does not look at the workers
-  // while it runs.
+  // trace recorder's last events, written to options::trace when a flight
+  // recorder runs). It must not block for long: the monitor does not look
+  // at the workers while it runs.
   void on_stall(const stall_info& s) noexcept;
   // monitor_config(): the monitor's thresholds in counter ticks, from the
   // options and the engine (the slice under FIFO and LIFO; 0 under a fair
