@@ -23,7 +23,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
     if (kind == placement_kind::wake) prev_cpu = se->cpu.load(std::memory_order_relaxed);
   }
   // Woken before it finished blocking: it keeps its place on its worker.
-  if (kind == placement_kind::wake && wake_running(se, why, now)) {
+  if (kind == placement_kind::wake && wake_running(se, why, now, origin)) {
     if (tracer_) [[unlikely]] trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, prev_cpu, true, now);
     return r;
   }
@@ -40,7 +40,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   // so that the record says whether this enqueue asked it.
   bool asked_before = false;
   if (tracer_) [[unlikely]] asked_before = rq(r.cpu).need_resched.load(std::memory_order_relaxed);
-  const unsigned queued = enqueue(r.cpu, se, how, now, false, why);
+  const unsigned queued = enqueue(r.cpu, se, how, now, false, why, origin);
   if (tracer_) [[unlikely]] {
     if (prev_cpu >= 0 && prev_cpu != r.cpu) trace_migrate(id, prev_cpu, r.cpu, migrate_cause::wake, -1, origin, now);
     trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, r.cpu, false, now, asked_before);
@@ -52,7 +52,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   return r;
 }
 
-bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now) {
+bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker) {
   // on_rq goes false only when the fiber's own worker dequeues it (under
   // the lock), and true only by an enqueue, which only this waker (the one
   // that claimed the wait) can do now: a false read is final.
@@ -63,15 +63,15 @@ bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& n
   const bool still = se->on_rq.load(std::memory_order_relaxed);
   if (still) {
     se->wake_pending = true;
-    count_wakeup(cpu, *se, why, now);
+    count_wakeup(cpu, *se, why, now, waker);
   }
   q.lock.unlock();
   return still;
 }
 
 unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff,
-                         std::optional<wake_reason> why) {
-  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff, why, now);
+                         std::optional<wake_reason> why, int waker) {
+  if (!fair_ && !tracks_load_) return enqueue_fifo(cpu, se, kind, handoff, why, now, waker);
   runqueue& q = rq(cpu);
   // The fiber's vruntime and load were last kept relative to the worker it
   // left; read that worker's min_vruntime before taking our own lock (no
@@ -131,7 +131,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
     }
   }
   add_runnable(cpu, q, se, kind);
-  if (why) count_wakeup(cpu, *se, *why, now);
+  if (why) count_wakeup(cpu, *se, *why, now, waker);
   if (handoff) {
     make_next(cpu, q, se);
   } else if (kind == enqueue_kind::wakeup) {
@@ -147,11 +147,11 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
 // when there is no clock, no vruntime, no preemption check and nothing to
 // publish but the count.
 unsigned engine::enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff,
-                              std::optional<wake_reason> why, const now_source& now) noexcept {
+                              std::optional<wake_reason> why, const now_source& now, int waker) noexcept {
   runqueue& q = rq(cpu);
   q.lock.lock();
   add_runnable(cpu, q, se, kind);
-  if (why) count_wakeup(cpu, *se, *why, now);
+  if (why) count_wakeup(cpu, *se, *why, now, waker);
   if (handoff) make_next(cpu, q, se);
   const unsigned queued = q.nr_queued.load(std::memory_order_relaxed);
   q.lock.unlock();

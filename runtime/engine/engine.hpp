@@ -237,8 +237,10 @@ class engine {
   // fiber is not asked to yield for it. `why`: the wake-up events pass
   // their reason, counted on cpu under the lock the enqueue holds; a
   // caller of the step alone may leave it out, and nothing is counted.
+  // `waker`: the worker whose thread wakes it, -1 for none (a thread
+  // outside the runtime, a caller of the step alone); see count_wakeup().
   unsigned enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now_source& now, bool handoff = false,
-                   std::optional<wake_reason> why = std::nullopt);
+                   std::optional<wake_reason> why = std::nullopt, int waker = -1);
 
   // pick_next() is the worker's scheduling decision: `prev` (the running
   // fiber, or null from the idle loop) stops running as `action` says, and
@@ -418,7 +420,7 @@ class engine {
   // vruntime and nothing to publish but the queue count: enqueue() and
   // pick_next() go straight to these.
   unsigned enqueue_fifo(int cpu, sched_entity* se, enqueue_kind kind, bool handoff,
-                        std::optional<wake_reason> why, const now_source& now) noexcept;
+                        std::optional<wake_reason> why, const now_source& now, int waker) noexcept;
   sched_entity* leave_fifo(int cpu, sched_entity* prev, prev_action action, const now_source& now,
                            sched_entity* joined) noexcept;
   // wake_running() handles a wake-up of a fiber that has published itself
@@ -427,13 +429,28 @@ class engine {
   // requeue, and true is returned: nothing else is to be done. False means
   // it is off every runqueue and must be enqueued. Takes that runqueue's lock
   // only when the fiber may still be on it, and counts the wake-up there by
-  // `why` when it is.
-  bool wake_running(sched_entity* se, wake_reason why, const now_source& now);
-  // count_wakeup(): one wake-up of `se` for `why` on cpu, at `now`; the
-  // caller holds cpu's runqueue lock (cpu_counters::wakeups). It also
-  // stamps se for the wake-to-run delay its next pick records (note_run).
-  void count_wakeup(int cpu, sched_entity& se, wake_reason why, const now_source& now) noexcept {
+  // `why` when it is (`waker` as for count_wakeup()).
+  bool wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker = -1);
+  // count_wakeup(): one wake-up of `se` for `why` on cpu, at `now`, by a
+  // fiber or event of worker `waker` (-1: none); the caller holds cpu's
+  // runqueue lock (cpu_counters::wakeups). It also stamps se for the
+  // wake-to-run delay its next pick records (note_run), except for a
+  // wake-up by cpu's own worker when `now` would cost a clock read.
+  //
+  // Why that one is left untimed: under FIFO and LIFO without load
+  // tracking nothing else on a switch reads the clock, and a read at the
+  // stamp and another at the pick made a same-worker wake-up (a local
+  // spawn, a hand-off between two fibers of one worker) measurably slower:
+  // spawn_join under `none` by about a tenth (docs/performance.md, the
+  // histogram's cost). Such a delay is the rest of the waker's run and the
+  // queue ahead of it, not a wait for a worker to notice.
+  // Where the clock is at hand (the load-tracking enqueue reads it first,
+  // the fair one whenever a fiber is running there; the simulator's time
+  // is a value) every wake-up is timed, so the simulator and the engine
+  // tests see one delay per wake-up.
+  void count_wakeup(int cpu, sched_entity& se, wake_reason why, const now_source& now, int waker) noexcept {
     counters_[static_cast<std::size_t>(cpu)].wakeups[static_cast<std::size_t>(why)].add();
+    if (waker == cpu && !now.at_hand()) return;
     wake_stamp_slot(se) = static_cast<std::uint32_t>(now());
     se.wake_why = static_cast<std::uint8_t>(static_cast<unsigned>(why) + 1);
   }

@@ -43,6 +43,9 @@ class now_source {
   }
   // Whether fresh() can tell elapsed time (a clock, not a fixed value).
   bool measures() const noexcept { return clock_ != nullptr; }
+  // Whether () costs nothing more: a fixed value, or a clock already read
+  // for this event.
+  bool at_hand() const noexcept { return !clock_ || read_; }
 
  private:
   mutable std::int64_t value_ = 0;

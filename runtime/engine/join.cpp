@@ -41,7 +41,7 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
   wake_result r;
   const std::uint64_t id = tracer_ ? trace_id(joiner) : 0;
   if (tracer_) [[unlikely]] now();
-  if (wake_running(joiner, wake_reason::join, now)) {
+  if (wake_running(joiner, wake_reason::join, now, cpu)) {
     if (tracer_) [[unlikely]] {
       trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, true, now);
     }
@@ -50,7 +50,7 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
   // Its previous worker, as a placement that kept it there would count it.
   counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
   r.cpu = cpu;
-  const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true, wake_reason::join);
+  const unsigned queued = enqueue(cpu, joiner, enqueue_kind::wakeup, now, true, wake_reason::join, cpu);
   if (tracer_) [[unlikely]] trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, false, now);
   r.notify = false;
   // The joiner runs next, in the exiting fiber's place: only others queued
