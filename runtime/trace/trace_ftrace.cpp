@@ -435,7 +435,9 @@ class ftrace_reader {
     constexpr std::string_view tag = "# usched: ";
     if (l.substr(0, tag.size()) != tag) return;
     saw_usched_ = true;
-    const event_line e = split("x [0] 0.0: usched: " + std::string(l.substr(tag.size())));
+    // The split's views point into the line: it must outlive them.
+    const std::string line = "x [0] 0.0: usched: " + std::string(l.substr(tag.size()));
+    const event_line e = split(line);
     d_.policy = std::string(e.get("policy"));
     d_.nr_cpus = parse_int<std::size_t>(e.get("nr_cpus"), "nr_cpus");
     d_.virtual_time = e.get("virtual_time") == "1";
