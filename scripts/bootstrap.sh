@@ -13,7 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev
   catch2
   libbenchmark-dev libtbb-dev
-  gnuplot-nox
+  gnuplot-nox python3
   wrk golang-go
 )
 

@@ -1140,7 +1140,9 @@ TEST_CASE("trace recording: a .json trace is Chrome JSON with one slice per swit
     for (const auto& w : rt.stats().workers) runs += w.fibers_run;
   }
   // Parsed by python's json module: an object whose traceEvents hold one
-  // "X" slice per fiber run (parks are "X" slices named "parked").
+  // "X" slice per fiber run (parks are "X" slices named "parked"). Debian's
+  // python3, which scripts/bootstrap.sh installs, not whichever one PATH
+  // finds first.
   const std::string check = dir.file("check.py");
   {
     std::ofstream py(check);
@@ -1151,7 +1153,7 @@ TEST_CASE("trace recording: a .json trace is Chrome JSON with one slice per swit
           "print(len(runs))\n";
   }
   const std::string out = dir.file("count.txt");
-  REQUIRE(std::system(("python3 '" + check + "' '" + path + "' > '" + out + "'").c_str()) == 0);
+  REQUIRE(std::system(("/usr/bin/python3 '" + check + "' '" + path + "' > '" + out + "'").c_str()) == 0);
   std::ifstream in(out);
   std::uint64_t slices = 0;
   in >> slices;

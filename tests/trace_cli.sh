@@ -3,7 +3,8 @@
 # "/ exit status N".
 #   run        runs it with ARGS in a fresh folder holding a small trace
 #              (trace.txt) and prints its output
-#   convert    converts trace.txt to JSON, which python3's json module must
+#   convert    converts trace.txt to JSON, which python3's json module (Debian's
+#              /usr/bin/python3, which bootstrap.sh installs) must
 #              load, and to text twice over, which must come back byte for
 #              byte
 #   no-files   runs it with ARGS (which must fail) in that folder, and lists
@@ -38,7 +39,7 @@ case $mode in
     echo "$out / exit status $status" ;;
   convert)
     "$tool" convert trace.txt t.json; s1=$?
-    n=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["traceEvents"]))' t.json 2>&1)
+    n=$(/usr/bin/python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["traceEvents"]))' t.json 2>&1)
     "$tool" convert trace.txt again.txt && "$tool" convert again.txt again2.txt; s2=$?
     if cmp -s again.txt again2.txt; then same=same; else same=different; fi
     echo "json: $n events / text twice: $same / exit status $s1 $s2" ;;
