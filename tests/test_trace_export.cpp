@@ -24,6 +24,7 @@
 
 #include "policy.hpp"
 #include "trace_export.hpp"
+#include "trace_records.hpp"
 
 namespace {
 
@@ -33,49 +34,18 @@ using namespace usched::detail;
 
 trace_record sw(std::int64_t t, int cpu, std::uint64_t prev, std::uint64_t next, stop_reason why, std::uint16_t depth,
                 std::uint8_t on = 0) {
-  trace_record r;
-  r.time = t;
-  r.type = trace_event::switch_to;
-  r.cpu = static_cast<std::int16_t>(cpu);
-  r.fiber = prev;
-  r.other = next;
-  r.reason = static_cast<std::uint8_t>(why);
-  r.detail = on;
   const bool runnable = prev != 0 && why != stop_reason::block && why != stop_reason::exit;
-  r.flags = runnable ? switch_flag_runnable : 0;
-  r.depth = depth;
-  return r;
+  return usched::test::switch_record(t, cpu, prev, next, why, depth, runnable ? switch_flag_runnable : 0, on);
 }
 
 trace_record wake(std::int64_t t, std::uint64_t fiber, int cpu, int last, std::uint64_t waker, int waker_cpu,
                   usched::wake_reason why, std::uint8_t flags, std::uint16_t depth) {
-  trace_record r;
-  r.time = t;
-  r.type = trace_event::wakeup;
-  r.fiber = fiber;
-  r.cpu = static_cast<std::int16_t>(cpu);
-  r.from = static_cast<std::int16_t>(last);
-  r.other = waker;
-  r.aux = static_cast<std::int16_t>(waker_cpu);
-  r.reason = static_cast<std::uint8_t>(why);
-  r.flags = flags;
-  r.depth = depth;
-  return r;
+  return usched::test::wakeup_record(t, fiber, cpu, last, waker, waker_cpu, why, flags, depth);
 }
 
 trace_record migrate(std::int64_t t, std::uint64_t fiber, int from, int to, migrate_cause why, int level, int mover,
                      std::uint16_t depth) {
-  trace_record r;
-  r.time = t;
-  r.type = trace_event::migrate;
-  r.fiber = fiber;
-  r.from = static_cast<std::int16_t>(from);
-  r.cpu = static_cast<std::int16_t>(to);
-  r.reason = static_cast<std::uint8_t>(why);
-  r.detail = static_cast<std::uint8_t>(level);
-  r.aux = static_cast<std::int16_t>(mover);
-  r.depth = depth;
-  return r;
+  return usched::test::migrate_record(t, fiber, from, to, why, level, mover, depth);
 }
 
 trace_record balance(std::int64_t t, int cpu, int level, usched::cpu_idle_type idle, int busiest, int group,

@@ -34,6 +34,7 @@
 #include "trace.hpp"
 #include "trace_export.hpp"
 #include "trace_names.hpp"
+#include "trace_records.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -417,48 +418,18 @@ std::deque<traced_fiber> fibers(std::size_t n) {
 
 trace_record switch_rec(std::int64_t t, int cpu, std::uint64_t prev, std::uint64_t next, stop_reason why,
                         std::uint16_t depth, std::uint8_t flags = 0, std::uint8_t detail = 0) {
-  trace_record r;
-  r.time = t;
-  r.type = trace_event::switch_to;
-  r.cpu = static_cast<std::int16_t>(cpu);
-  r.fiber = prev;
-  r.other = next;
-  r.reason = static_cast<std::uint8_t>(why);
-  r.detail = detail;
-  r.flags = flags;
-  r.depth = depth;
-  return r;
+  return usched::test::switch_record(t, cpu, prev, next, why, depth, flags, detail);
 }
 
+// The engine's events read as placed: the worker first, then the fiber.
 trace_record wakeup_rec(std::int64_t t, int cpu, std::uint64_t fiber, wake_reason why, int prev_cpu, int origin,
                         std::uint64_t waker, std::uint8_t flags, std::uint16_t depth) {
-  trace_record r;
-  r.time = t;
-  r.type = trace_event::wakeup;
-  r.cpu = static_cast<std::int16_t>(cpu);
-  r.fiber = fiber;
-  r.other = waker;
-  r.from = static_cast<std::int16_t>(prev_cpu);
-  r.aux = static_cast<std::int16_t>(origin);
-  r.reason = static_cast<std::uint8_t>(why);
-  r.flags = flags;
-  r.depth = depth;
-  return r;
+  return usched::test::wakeup_record(t, fiber, cpu, prev_cpu, waker, origin, why, flags, depth);
 }
 
 trace_record migrate_rec(std::int64_t t, std::uint64_t fiber, int from, int to, migrate_cause why, int level, int by,
                          std::uint16_t depth) {
-  trace_record r;
-  r.time = t;
-  r.type = trace_event::migrate;
-  r.cpu = static_cast<std::int16_t>(to);
-  r.fiber = fiber;
-  r.from = static_cast<std::int16_t>(from);
-  r.aux = static_cast<std::int16_t>(by);
-  r.reason = static_cast<std::uint8_t>(why);
-  r.detail = static_cast<std::uint8_t>(level < 0 ? 0xff : level);
-  r.depth = depth;
-  return r;
+  return usched::test::migrate_record(t, fiber, from, to, why, level, by, depth);
 }
 
 constexpr std::uint8_t new_flag = usched::detail::wake_flag_new;

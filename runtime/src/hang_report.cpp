@@ -89,6 +89,12 @@ void runtime_impl::report_hang(std::chrono::milliseconds waited) {
              others);
   log_blocked(blocked);
   log_->flush();
+  // The first report of this wait leaves the flight recorder's last events
+  // behind, as the monitor's stall and hang reports do; the later ones
+  // would only write the same quiet over it.
+  if (waited < 2 * hang_report_after && tracer_ && tracer_->cfg().kind == tracer::mode::flight) {
+    dump_trace_for_report("the wait for the last fibers", false);
+  }
 }
 
 }  // namespace usched::detail
