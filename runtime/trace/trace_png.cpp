@@ -182,7 +182,18 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
   // The axis unit: microseconds for a window under 2 ms, else milliseconds.
   const bool us = to - from < 2000000;
   const double unit = us ? 1e3 : 1e6;
-  const auto x = [&](std::int64_t t) { return static_cast<double>(t) / unit; };
+  // A runtime's clock counts from some moment long before the trace (the
+  // steady clock's epoch): its axis counts from the trace's first event,
+  // named in the label. The simulator's virtual time starts at 0 as it is.
+  const std::int64_t origin = d.virtual_time || d.records.empty() ? 0 : d.records.front().time;
+  const auto x = [&](std::int64_t t) { return static_cast<double>(t - origin) / unit; };
+  std::string xlabel = us ? "time (us)" : "time (ms)";
+  if (origin != 0) {
+    char since[96];
+    std::snprintf(since, sizeof since, "time since the trace's first event, at %.6f s (%s)",
+                  static_cast<double>(origin) / 1e9, us ? "us" : "ms");
+    xlabel = since;
+  }
 
   temp_folder dir;
   const std::string runs_dat = (dir.path() / "runs.dat").string();
@@ -250,7 +261,7 @@ void write_timeline_png(const trace_data& d, const timeline_options& o) {
     g << "set terminal " << terminal << " size 1400," << height << " noenhanced font ',10'\n"
       << "set output " << quote(o.png_path) << "\n"
       << "set title " << quote(title) << "\n"
-      << "set xlabel " << quote(us ? "time (us)" : "time (ms)") << "\n"
+      << "set xlabel " << quote(xlabel) << "\n"
       << "set xrange [" << x(from) << ":" << x(to) << "]\n"
       << "set yrange [" << static_cast<double>(nr) - 0.25 << ":-0.6]\n"
       << "set ytics (";
