@@ -302,6 +302,24 @@ class capture_sink final : public spdlog::sinks::base_sink<std::mutex> {
   std::string text_;
 };
 
+// capture_log(): a sink on `rt`'s logger, added from one of its fibers'
+// runtime before the fiber under test is spawned (nothing logs meanwhile).
+std::shared_ptr<capture_sink> capture_log(usched::runtime& rt) {
+  usched::detail::runtime_impl* impl = rt.run([] { return &usched::detail::worker_of_this_thread()->rt(); });
+  auto sink = std::make_shared<capture_sink>();
+  impl->log().sinks().push_back(sink);
+  return sink;
+}
+
+// spin_until(): busy, with no switch and no preempt point, until `done`
+// says so or 10 s have passed.
+template <class Done>
+void spin_until(Done done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < give_up) {
+  }
+}
+
 }  // namespace
 
 // A real stall: a fiber that holds its worker past the threshold without a
@@ -312,19 +330,13 @@ TEST_CASE("monitor: a fiber that holds its worker past USCHED_STALL_MS is named 
   auto opts = usched::test::make_options("steal", 1);
   opts.stall = std::chrono::milliseconds(20);
   usched::runtime rt(opts);
-  usched::detail::runtime_impl* impl = rt.run([] { return &usched::detail::worker_of_this_thread()->rt(); });
-  auto sink = std::make_shared<capture_sink>();
-  // Before the fiber that stalls is spawned: nothing logs meanwhile.
-  impl->log().sinks().push_back(sink);
+  auto sink = capture_log(rt);
   usched::spawn_options so;
   so.label = "holder";
   rt.spawn(so, [&sink] {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (sink->stalls.load() == 0 && std::chrono::steady_clock::now() < give_up) {
-    }
+    spin_until([&] { return sink->stalls.load() != 0; });
     const auto more = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (std::chrono::steady_clock::now() < more) {
-    }
+    spin_until([&] { return std::chrono::steady_clock::now() >= more; });
   }).join();
   const std::string text = sink->text();
   INFO(text);
@@ -344,16 +356,10 @@ TEST_CASE("monitor: a stall's report writes the flight recorder's last events", 
   opts.trace = path;
   opts.trace_flight = 64;
   usched::runtime rt(opts);
-  usched::detail::runtime_impl* impl = rt.run([] { return &usched::detail::worker_of_this_thread()->rt(); });
-  auto sink = std::make_shared<capture_sink>();
-  impl->log().sinks().push_back(sink);
+  auto sink = capture_log(rt);
   usched::spawn_options so;
   so.label = "holder";
-  rt.spawn(so, [&sink] {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (sink->text().find("are in '") == std::string::npos && std::chrono::steady_clock::now() < give_up) {
-    }
-  }).join();
+  rt.spawn(so, [&sink] { spin_until([&] { return sink->text().find("are in '") != std::string::npos; }); }).join();
   const std::string text = sink->text();
   INFO(text);
   CHECK(sink->stalls.load() == 1);
@@ -377,13 +383,10 @@ TEST_CASE("monitor: USCHED_STALL_MS=0 names no stall", "[monitor][realtime]") {
   auto opts = usched::test::make_options("steal", 1);
   opts.stall = std::chrono::milliseconds(0);
   usched::runtime rt(opts);
-  usched::detail::runtime_impl* impl = rt.run([] { return &usched::detail::worker_of_this_thread()->rt(); });
-  auto sink = std::make_shared<capture_sink>();
-  impl->log().sinks().push_back(sink);
+  auto sink = capture_log(rt);
   rt.spawn([] {
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    spin_until([&] { return std::chrono::steady_clock::now() >= until; });
   }).join();
   CHECK(sink->stalls.load() == 0);
   CHECK(sink->text().empty());

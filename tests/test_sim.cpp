@@ -170,6 +170,18 @@ TEST_CASE("sim: a workload file runs its fibers' steps, spawns and joins", "[sim
   }
 }
 
+// A workload that wakes fibers for every reason the simulator has: spawns,
+// sleeps' timers, a posted event, a join (the wake-up counts' test says
+// how many of each).
+constexpr const char* every_reason_workload =
+    "runtime 1s\n"
+    "fiber sleeper\n  sleep 1ms\n  sleep 1ms\n  sleep 1ms\n"
+    "fiber waiter\n  wait go\n"
+    "fiber poster\n  sleep 2ms\n  post go\n"
+    "fiber parent\n  spawn child\n  join\n"
+    "fiber child x0\n  sleep 1ms\n"
+    "fiber starter on=0\n  run 1ms\n";
+
 TEST_CASE("sim: wake-ups are counted by reason: spawns, timers, posts, joins", "[sim][stats]") {
   // Every count is fixed by the workload, whatever the policy and the
   // number of workers (which only moves counts between workers): five
@@ -179,14 +191,7 @@ TEST_CASE("sim: wake-ups are counted by reason: spawns, timers, posts, joins", "
   // first run, the post comes 2 ms later: sync 1 (the simulated event is
   // a futex word). The parent joins its child while the child sleeps:
   // join 1.
-  const auto w = parse(
-      "runtime 1s\n"
-      "fiber sleeper\n  sleep 1ms\n  sleep 1ms\n  sleep 1ms\n"
-      "fiber waiter\n  wait go\n"
-      "fiber poster\n  sleep 2ms\n  post go\n"
-      "fiber parent\n  spawn child\n  join\n"
-      "fiber child x0\n  sleep 1ms\n"
-      "fiber starter on=0\n  run 1ms\n");
+  const auto w = parse(every_reason_workload);
   const std::string policy = GENERATE(from_range(usched::policy_names()));
   const std::string topology = GENERATE(as<std::string>{}, "pack:1 core:1 pu:1", "pack:1 core:2 pu:1");
   CAPTURE(policy, topology);
@@ -293,14 +298,7 @@ TEST_CASE("sim: every counted wake-up that ran has its wake-to-run delay, on the
   // The workload of the wake-up counts above: every fiber it wakes runs
   // before the end, so each reason's histogram holds exactly as many
   // delays as wake-ups were counted, whatever the policy.
-  const auto w = parse(
-      "runtime 1s\n"
-      "fiber sleeper\n  sleep 1ms\n  sleep 1ms\n  sleep 1ms\n"
-      "fiber waiter\n  wait go\n"
-      "fiber poster\n  sleep 2ms\n  post go\n"
-      "fiber parent\n  spawn child\n  join\n"
-      "fiber child x0\n  sleep 1ms\n"
-      "fiber starter on=0\n  run 1ms\n");
+  const auto w = parse(every_reason_workload);
   const std::string policy = GENERATE(from_range(usched::policy_names()));
   const std::string topology = GENERATE(as<std::string>{}, "pack:1 core:1 pu:1", "pack:1 core:2 pu:1");
   CAPTURE(policy, topology);

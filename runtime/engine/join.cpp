@@ -39,8 +39,12 @@ wake_result engine::wake_joiner(sched_entity* joiner, int cpu, std::uint64_t ran
 
 wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source& now) {
   wake_result r;
-  const std::uint64_t id = tracer_ ? trace_id(joiner) : 0;
-  if (tracer_) [[unlikely]] now();
+  // Traced: who it is, and the time, read before it can run again.
+  std::uint64_t id = 0;
+  if (tracer_) [[unlikely]] {
+    id = trace_id(joiner);
+    now();
+  }
   if (wake_running(joiner, wake_reason::join, now, cpu)) {
     if (tracer_) [[unlikely]] {
       trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, true, now);
