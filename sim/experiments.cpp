@@ -6,14 +6,17 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <usched/options.hpp>
 #include <usched/runtime.hpp>
 
+#include "calibration.hpp"
 #include "cli.hpp"
 #include "histogram.hpp"
 #include "schbench_model.hpp"
@@ -47,10 +50,24 @@ struct row {
   std::string policy;
   std::string stands_for;
   std::vector<std::string> thread;
+  // The thread's whole percentile block for this kernel, where it printed
+  // one, and which run of the thread it is.
+  std::string block_source;
+  std::optional<percentile_block> block;
+  // Whether the block is of the experiment's machine (a run on another
+  // one is shown, not measured against).
+  bool same_machine = true;
+
+  row(std::string p, std::string stands, std::vector<std::string> numbers, std::string source = {},
+      std::optional<percentile_block> b = std::nullopt, bool same = true)
+      : policy(std::move(p)), stands_for(std::move(stands)), thread(std::move(numbers)), block_source(std::move(source)),
+        block(b), same_machine(same) {}
 };
 
 // The medians of every row's metrics over the seeds: medians[policy][metric].
 using medians = std::map<std::string, std::vector<double>>;
+// Every seed's percentile block, per policy (schbench experiments).
+using block_runs = std::map<std::string, std::vector<percentile_block>>;
 
 struct shape {
   bool holds = false;
@@ -61,6 +78,7 @@ struct experiment {
   std::string title;
   std::string seed_file;  // under ../shared/seeds/
   std::string machine;    // the thread's machine, in words
+  std::string machine_name;  // the simulated machine (machine.hpp): its costs, noise and HZ
   std::string topology;   // --topology
   // The workload: a schbench command line (schbench_args, with {r} for the
   // run time in seconds), or a workload file's text (workload, with {r}).
@@ -71,7 +89,13 @@ struct experiment {
   std::vector<metric> metrics;
   std::vector<row> rows;
   std::function<shape(const medians&)> check;
+  // How close the simulated blocks must come to the thread's, on the
+  // experiment's own workload only (none: no such target).
+  std::function<shape(const block_runs&)> fidelity;
   std::string notes;  // what differs from the thread, and why
+  // Nearby workloads, in the form of schbench_args or workload (with
+  // {r}): the sensitivity table runs `check` on each, seed by seed.
+  std::vector<std::string> nearby;
   // A timeline of the first seed's longest wait under the first of these
   // policies, and the same moment under the others (--figures); `figure`
   // names the files.
@@ -140,14 +164,23 @@ std::string with_runtime(std::string s, std::uint64_t runtime_s) {
   return s;
 }
 
+// machine_for(): the machine `x` runs on under `o`: the experiment's own
+// unless --machine names another, with --cost and --noise on top.
+machine machine_for(const experiment& x, const experiments_options& o) {
+  machine m = machine_named(o.machine.empty() ? x.machine_name : o.machine);
+  for (const auto& [name, ns] : o.cost_overrides) set_cost(m.cost, name, ns);
+  for (const auto& [name, v] : o.noise_overrides) set_noise(m, name, v);
+  return m;
+}
+
 run_result run_one(const experiment& x, const std::string& policy, std::uint64_t seed, std::uint64_t runtime_s,
-                   const costs& cost, detail::tracer* trace = nullptr) {
+                   const machine& m, detail::tracer* trace = nullptr) {
   sim_config cfg;
   cfg.trace = trace;
   cfg.topology = x.topology;
   cfg.policy = policy;
   cfg.seed = seed;
-  cfg.cost = cost;
+  use_machine(cfg, m);
   // The kernels the experiments stand for, whatever the environment says.
   cfg.options = usched::options::kernel_experiment();
   simulator sim(cfg);
@@ -218,7 +251,7 @@ std::string figures(const experiment& x, const experiments_options& o, std::uint
   for (const std::string& policy : x.figure_policies) {
     progress << x.topology << " " << policy << " seed " << seed << " (traced)\n" << std::flush;
     detail::tracer t(detail::tracer::config{});
-    run_one(x, policy, seed, runtime_s, o.cost, &t);
+    run_one(x, policy, seed, runtime_s, machine_for(x, o), &t);
     traces.push_back(t.collect());
     traces.back().policy = policy;
     traces.back().virtual_time = true;
@@ -309,17 +342,56 @@ std::vector<experiment> experiments() {
     x.title = "Seed 000 on Chris Mason's VM: the 12 ms wake-up tails of v5.9";
     x.seed_file = "000_26cf78064701bb6b.txt";
     x.machine = "a 40-CPU VM: 20 cores of 2 threads, one LLC";
+    x.machine_name = "vm40";
     x.topology = "pack:1 core:20 pu:2";
     x.schbench_args = "-m 2 -t 20 -r {r} -c 1000000 -s 1000";
     x.runtime_s = 30;
     x.quick_runtime_s = 10;
     x.metrics = {p50(), p99(), p999()};
     x.rows = {
-        {"cfs-v5.9", "v5.9 (the regression, 0b0695f2b34a)", {"147", "12240", "13104"}},
-        {"cfs-v5.9-weight1", "v5.9 + Vincent's `group_weight > 1` patch", {"169", "12656", "13168"}},
-        {"cfs-v5.9-idle", "v5.9 + Rik's idle-puller patch", {"13", "761", "9104"}},
+        {"cfs-v5.9", "0b0695f2b34a, the load_balance() rework (v5.5; v5.9 still has its rules)",
+         {"147", "12240", "13104"}, "Chris Mason's 1440 s run at 0b0695f2b34a (4480 samples)",
+         percentile_block{{147, 182, 205, 224, 12240, 12752, 13104}, 21, 13172}},
+        {"cfs-v5.9-weight1", "v5.10-rc1 + Vincent's `group_weight > 1` patch", {"169", "12656", "13168"},
+         "Chris Mason's 30 s run of v5.10-rc1 (3650b228f83a) + the patch (1000 samples)",
+         percentile_block{{169, 210, 267, 305, 12656, 12944, 13168}, 44, 13155}},
+        {"cfs-v5.9-idle", "v5.9 + Rik's idle-puller patch (another machine, below)", {"13", "761", "9104"},
+         "Rik van Riel's 150 s run with his snippet, on a machine of his own",
+         percentile_block{{13, 31, 69, 90, 761, 2268, 9104}, 1, 16158}, false},
         {"cfs-v5.9-failshift", "v5.9 + `util >> nr_balance_failed`", {"", "", ""}},
-        {"cfs", "v5.10-rc1 + Vincent's LLC patch (merged)", {"161", "314", "356"}},
+        {"cfs", "v5.10-rc1 + Vincent's LLC patch (merged)", {"161", "314", "356"},
+         "Chris Mason's 90 s run of v5.10-rc1 + the patch (3320 samples): the block the machine is fitted to",
+         percentile_block{{161, 200, 228, 254, 314, 330, 356}, 29, 358}},
+    };
+    x.fidelity = [](const block_runs& b) {
+      const thread_run fit = seed000_fixed();
+      const thread_run predicted = seed000_v5_9();
+      const percentile_block good = spread_of(b.at(fit.policy)).median;
+      const percentile_block bad = spread_of(b.at(predicted.policy)).median;
+      // Chris Mason's first pair: v5.2's p99 of 256 us against 12240.
+      constexpr double thread_ratio = 12240.0 / 256.0;
+      const double ratio = bad.p[4] / std::max(good.p[4], 1.0);
+      shape s;
+      s.holds = worst_ratio(good, fit.block) <= 2 && worst_ratio(bad, predicted.block) <= 2 &&
+                ratio >= thread_ratio / 2 && ratio <= thread_ratio * 2;
+      s.text = "every percentile from the 50th to the 99.9th within 2x of the thread's, for the fitted kernel (`cfs`: "
+               "worst " + number(worst_ratio(good, fit.block), 2) + "x, distance " +
+               number(log_distance(good, fit.block), 3) + ") and the predicted one (`cfs-v5.9`: worst " +
+               number(worst_ratio(bad, predicted.block), 2) + "x, distance " +
+               number(log_distance(bad, predicted.block), 3) + "), and the p99 ratio within 2x of the thread's " +
+               number(thread_ratio, 0) + "x (v5.2 against 0b0695f2b34a; " + number(12240.0 / 314.0, 0) +
+               "x against the fix's run): " + number(ratio, 1) + "x.";
+      return s;
+    };
+    x.nearby = {
+        "-m 2 -t 16 -r {r} -c 1000000 -s 1000",   // fewer workers than CPUs
+        "-m 2 -t 24 -r {r} -c 1000000 -s 1000",   // more workers than CPUs
+        "-m 2 -t 20 -r {r} -c 500000 -s 1000",    // half the think
+        "-m 2 -t 20 -r {r} -c 2000000 -s 1000",   // twice the think
+        "-m 2 -t 20 -r {r} -c 1000000 -s 500",    // half the sleep
+        "-m 2 -t 20 -r {r} -c 1000000 -s 2000",   // twice the sleep
+        "-m 4 -t 10 -r {r} -c 1000000 -s 1000",   // more message threads, as many workers
+        "-m 1 -t 40 -r {r} -c 1000000 -s 1000",   // one message thread
     };
     x.check = [](const medians& m) {
       const double bad = m.at("cfs-v5.9")[1];
@@ -353,14 +425,17 @@ std::vector<experiment> experiments() {
     x.title = "Seed 000 on Vincent Guittot's dual quad-core";
     x.seed_file = "000_26cf78064701bb6b.txt";
     x.machine = "2 packages of 4 cores, no SMT";
+    x.machine_name = "arm64-8";
     x.topology = "pack:2 core:4 pu:1";
     x.schbench_args = "-t 4 -r {r} -c 1000000 -s 1000";
     x.runtime_s = 10;
     x.quick_runtime_s = 10;
     x.metrics = {p50(), p99()};
     x.rows = {
-        {"cfs-v5.9", "tip/sched/core of October 2020 (v5.9 rules)", {"16", "15120"}},
-        {"cfs-v5.9-weight1", "the same + Vincent's `group_weight > 1` patch", {"28", "1310"}},
+        {"cfs-v5.9", "tip/sched/core of October 2020 (v5.9 rules)", {"16", "15120"},
+         "Vincent Guittot's 10 s run of tip/sched/core", percentile_block{{16, 23, 32, 41, 15120, 15120, 15120}, 0, 15130}},
+        {"cfs-v5.9-weight1", "the same + Vincent's `group_weight > 1` patch", {"28", "1310"},
+         "Vincent Guittot's 10 s run with the patch", percentile_block{{28, 32, 36, 56, 1310, 1310, 1310}, 0, 1309}},
         {"cfs", "v5.10 (the LLC patch)", {"", ""}},
     };
     x.check = [](const medians& m) {
@@ -391,14 +466,17 @@ std::vector<experiment> experiments() {
     x.title = "Seed 003: which load picks the busiest group";
     x.seed_file = "003_92598cbec1a4bed9.txt";
     x.machine = "32 CPUs: 16 cores of 2 threads";
+    x.machine_name = "box32";
     x.topology = "pack:1 core:16 pu:2";
     x.schbench_args = "-m 2 -t 16 -s 10000 -c 15000 -r {r}";
     x.runtime_s = 30;
     x.quick_runtime_s = 10;
     x.metrics = {p50(), p99(), p999(), odd_picks()};
     x.rows = {
-        {"cfs-runnable-load", "v4.11 + Vincent's patch, root cgroup (runnable load)", {"26", "707", "10352", "577"}},
-        {"cfs-blocked-load", "the same in the /asdf cgroup (blocked load propagated)", {"35", "2212", "11024", "1708"}},
+        {"cfs-runnable-load", "v4.11 + Vincent's patch, root cgroup (runnable load)", {"26", "707", "10352", "577"},
+         "Tejun Heo's 30 s run in the root cgroup", percentile_block{{26, 63, 78, 88, 707, 5096, 10352}, 0, 13743}},
+        {"cfs-blocked-load", "the same in the /asdf cgroup (blocked load propagated)", {"35", "2212", "11024", "1708"},
+         "Tejun Heo's 30 s run in the /asdf cgroup", percentile_block{{35, 67, 81, 98, 2212, 4536, 11024}, 0, 13026}},
         {"cfs", "v5.10's group types", {"", "", "", ""}},
     };
     x.check = [](const medians& m) {
@@ -439,6 +517,7 @@ std::vector<experiment> experiments() {
     x.title = "Seed 004: the idlest-group util tie-break on forks";
     x.seed_file = "004_e2a7b194d69bc5b7.txt";
     x.machine = "2 packages (Mel Gorman's grid: gitsource, fork_test)";
+    x.machine_name = "server2s";
     x.topology = "pack:2 core:4 pu:2";
     // A shell-like parent forking short-lived children, two at a time.
     x.workload =
@@ -475,6 +554,7 @@ std::vector<experiment> experiments() {
     x.title = "Seed 002: NUMA placement against the load balancer";
     x.seed_file = "002_0e79b110ac36ba9f.txt";
     x.machine = "2 sockets (NAS class D, OpenMP)";
+    x.machine_name = "server2s";
     x.topology = "pack:2 [numa] core:4 pu:1";
     // Half the machine's workers, every fiber preferring node 0: they all
     // fit on node 0, which the balancer spreads.
@@ -510,6 +590,104 @@ std::vector<experiment> experiments() {
 
 }  // namespace
 
+namespace {
+
+// Every row of `x` over the seeds: each metric's median and [min..max],
+// each seed's values, and each seed's percentile block.
+struct row_runs {
+  medians med;
+  std::map<std::string, std::vector<std::pair<double, double>>> spread;
+  std::vector<medians> per_seed;  // per_seed[i][policy][metric]
+  block_runs blocks;
+};
+
+row_runs run_rows(const experiment& x, const std::vector<std::uint64_t>& seeds, std::uint64_t runtime_s, const machine& m,
+                  std::ostream& progress) {
+  row_runs out;
+  out.per_seed.resize(seeds.size());
+  for (const row& r : x.rows) {
+    std::vector<std::vector<double>> values(x.metrics.size());
+    for (std::size_t i = 0; i < seeds.size(); ++i) {
+      progress << x.topology << " " << r.policy << " seed " << seeds[i] << '\n' << std::flush;
+      const run_result res = run_one(x, r.policy, seeds[i], runtime_s, m);
+      for (std::size_t k = 0; k < x.metrics.size(); ++k) {
+        values[k].push_back(x.metrics[k].value(res));
+        out.per_seed[i][r.policy].push_back(values[k].back());
+      }
+      if (!x.schbench_args.empty()) out.blocks[r.policy].push_back(block_of(res.summary));
+    }
+    for (auto& v : values) {
+      out.med[r.policy].push_back(median_of(v));
+      out.spread[r.policy].emplace_back(*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+    }
+  }
+  return out;
+}
+
+// The thread's whole blocks beside the simulated ones (each number's median
+// [min..max] over the seeds), with the distance of the median block.
+void write_blocks(std::ostream& body, const experiment& x, const row_runs& runs) {
+  bool any = false;
+  for (const row& r : x.rows) any = any || r.block.has_value();
+  if (!any) return;
+  body << "The thread's whole percentile blocks (us) beside the simulated ones; the distance is the mean "
+          "|log2(simulated / thread)| over the seven percentiles of the seeds' median block (docs/simulator.md, "
+          "\"Calibration\"):\n\n| policy | run |";
+  for (const double p : block_percentiles) body << " p" << number(p, p == static_cast<int>(p) ? 0 : 1) << " |";
+  body << " min | max | distance | worst ratio |\n|---|---|";
+  for (std::size_t i = 0; i < block_percentiles.size() + 4; ++i) body << "---|";
+  body << "\n";
+  for (const row& r : x.rows) {
+    if (!r.block) continue;
+    const block_spread sim = spread_of(runs.blocks.at(r.policy));
+    body << "| `" << r.policy << "` | thread: " << r.block_source << " |";
+    for (const double v : r.block->p) body << " " << number(v, 0) << " |";
+    body << " " << number(r.block->min, 0) << " | " << number(r.block->max, 0) << " | | |\n";
+    body << "| | simulated |";
+    const auto cell = [&](double med, double lo, double hi) {
+      body << " " << number(med, 0) << " [" << number(lo, 0) << ".." << number(hi, 0) << "] |";
+    };
+    for (std::size_t i = 0; i < block_percentiles.size(); ++i) cell(sim.median.p[i], sim.lo.p[i], sim.hi.p[i]);
+    cell(sim.median.min, sim.lo.min, sim.hi.min);
+    cell(sim.median.max, sim.lo.max, sim.hi.max);
+    if (r.same_machine) {
+      body << " " << number(log_distance(sim.median, *r.block), 3) << " | "
+           << number(worst_ratio(sim.median, *r.block), 2) << "x |\n";
+    } else {
+      body << " another machine | |\n";
+    }
+  }
+  body << "\n";
+}
+
+// The sensitivity table: the shape's check on each nearby workload, seed by
+// seed and over the seeds' medians.
+void write_sensitivity(std::ostream& body, const experiment& x, const std::vector<std::uint64_t>& seeds,
+                       std::uint64_t runtime_s, const machine& m, std::ostream& progress) {
+  body << "Sensitivity: the same check on nearby workloads, " << runtime_s << " s runs; how many seeds it holds in "
+          "alone, and whether it holds over their medians.\n\n| workload | seeds | medians | what came out |\n"
+          "|---|---|---|---|\n";
+  int held = 0;
+  for (const std::string& variant : x.nearby) {
+    experiment v = x;
+    (x.schbench_args.empty() ? v.workload : v.schbench_args) = variant;
+    const row_runs runs = run_rows(v, seeds, runtime_s, m, progress);
+    int seeds_held = 0;
+    for (const medians& one : runs.per_seed) seeds_held += x.check(one).holds ? 1 : 0;
+    const shape over = x.check(runs.med);
+    held += over.holds ? 1 : 0;
+    std::string shown = with_runtime(variant, runtime_s);
+    for (char& c : shown) {
+      if (c == '\n') c = ';';
+    }
+    body << "| `" << shown << "` | " << seeds_held << " of " << seeds.size() << " | " << (over.holds ? "holds" : "does not hold")
+         << " | " << over.text << " |\n";
+  }
+  body << "\nThe shape holds over the medians in " << held << " of " << x.nearby.size() << " nearby workloads.\n\n";
+}
+
+}  // namespace
+
 int run_experiments(const experiments_options& o, std::ostream& page, std::ostream& progress) {
   // Five seeds either way: a tail that one run in three shows is the
   // median's business, not the seed's.
@@ -519,23 +697,17 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
   int failed = 0;
   for (const experiment& x : experiments()) {
     const std::uint64_t runtime_s = o.quick ? x.quick_runtime_s : x.runtime_s;
-    medians med;
-    std::map<std::string, std::vector<std::pair<double, double>>> spread;
-    for (const row& r : x.rows) {
-      std::vector<std::vector<double>> values(x.metrics.size());
-      for (const std::uint64_t seed : seeds) {
-        progress << x.topology << " " << r.policy << " seed " << seed << '\n' << std::flush;
-        const run_result res = run_one(x, r.policy, seed, runtime_s, o.cost);
-        for (std::size_t k = 0; k < x.metrics.size(); ++k) values[k].push_back(x.metrics[k].value(res));
-      }
-      for (auto& v : values) {
-        med[r.policy].push_back(median_of(v));
-        spread[r.policy].emplace_back(*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
-      }
-    }
+    const machine m = machine_for(x, o);
+    const row_runs runs = run_rows(x, seeds, runtime_s, m, progress);
+    const medians& med = runs.med;
     const shape s = x.check(med);
     if (!s.holds) ++failed;
-    summary.emplace_back(x.title, s);
+    std::optional<shape> fid;
+    if (x.fidelity) {
+      fid = x.fidelity(runs.blocks);
+      if (!fid->holds) ++failed;
+    }
+    summary.emplace_back(x.title, shape{s.holds && (!fid || fid->holds), ""});
 
     body << "## " << x.title << "\n\n";
     body << "The thread (`../shared/seeds/" << x.seed_file << "`): " << x.machine << ". Simulated on `--topology '"
@@ -547,7 +719,7 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
     }
     body << (x.schbench_args.empty() ? "" : ", ") << seeds.size() << " seeds (median [min..max]).\n\n";
     body << "| policy | stands for |";
-    for (const metric& m : x.metrics) body << " " << m.name << ": thread | simulated |";
+    for (const metric& mt : x.metrics) body << " " << mt.name << ": thread | simulated |";
     body << "\n|---|---|";
     for (std::size_t k = 0; k < x.metrics.size(); ++k) body << "---|---|";
     body << "\n";
@@ -556,13 +728,19 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
       for (std::size_t k = 0; k < x.metrics.size(); ++k) {
         const std::string& t = k < r.thread.size() ? r.thread[k] : std::string();
         const int d = x.metrics[k].decimals;
-        const auto [lo, hi] = spread[r.policy][k];
-        body << " " << (t.empty() ? "-" : t) << " | " << number(med[r.policy][k], d) << " [" << number(lo, d) << ".."
+        const auto [lo, hi] = runs.spread.at(r.policy)[k];
+        body << " " << (t.empty() ? "-" : t) << " | " << number(med.at(r.policy)[k], d) << " [" << number(lo, d) << ".."
              << number(hi, d) << "] |";
       }
       body << "\n";
     }
-    body << "\n**Shape: " << (s.holds ? "holds" : "does not hold") << ".** " << s.text << "\n\n" << x.notes << "\n\n";
+    body << "\n**Shape: " << (s.holds ? "holds" : "does not hold") << ".** " << s.text << "\n\n";
+    body << "Simulated machine: `" << m.name << "`, " << m.description << " (`usched_sim --machine " << m.name
+         << "`; docs/simulator.md, \"Machines\").\n\n";
+    write_blocks(body, x, runs);
+    if (fid) body << "**Against the thread's blocks: " << (fid->holds ? "holds" : "does not hold") << ".** " << fid->text << "\n\n";
+    body << x.notes << "\n\n";
+    if (!x.nearby.empty()) write_sensitivity(body, x, seeds, o.quick ? x.quick_runtime_s : x.runtime_s, m, progress);
     if (!o.figures_dir.empty() && !x.figure_policies.empty()) body << figures(x, o, seeds.front(), runtime_s, progress);
   }
 

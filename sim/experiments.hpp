@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "simulator.hpp"
 
@@ -21,7 +23,11 @@ namespace usched::sim {
 struct experiments_options {
   // Shorter runs (the ctest version): the same seeds and shapes.
   bool quick = false;
-  costs cost;  // the simulator's costs (--cost)
+  // The machine every experiment runs on (--machine; empty: each its
+  // thread's), and costs and noise settings on top (--cost, --noise).
+  std::string machine;
+  std::vector<std::pair<std::string, std::int64_t>> cost_overrides;
+  std::vector<std::pair<std::string, std::string>> noise_overrides;
   // Where the page's timelines go (--figures DIR): an experiment that has
   // one traces its first seed under the policies it compares and draws the
   // same moment of each (gnuplot; docs/tracing.md). The page links them as

@@ -25,6 +25,7 @@
 #include "schbench_model.hpp"
 #include "simulator.hpp"
 #include "experiments.hpp"
+#include "calibration.hpp"
 #include "validate.hpp"
 #include "workload.hpp"
 
@@ -39,20 +40,31 @@ struct usage : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 std::string usage_text() {
   std::string s =
-      "usage: usched_sim [--topology T] [--policy P] [--seed N] [--cost NAME=NS]... [--trace FILE]\n"
-      "                  -- schbench [schbench flags] | -- file PATH\n"
-      "       usched_sim --validate [--quick] [--cost NAME=NS]...\n"
-      "       usched_sim --experiments [--quick] [--figures DIR] [--cost NAME=NS]...\n"
+      "usage: usched_sim [--topology T] [--policy P] [--seed N] [--machine M] [--cost NAME=NS]...\n"
+      "                  [--noise NAME=VALUE]... [--trace FILE] -- schbench [schbench flags] | -- file PATH\n"
+      "       usched_sim --validate [--quick] [--machine M] [--cost NAME=NS]... [--noise NAME=VALUE]...\n"
+      "       usched_sim --experiments [--quick] [--figures DIR] [--machine M] [--cost NAME=NS]... [--noise NAME=VALUE]...\n"
+      "       usched_sim --calibrate [--quick]\n"
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
       "  --trace FILE   record every scheduling event to FILE: Chrome JSON if it ends in .json, else ftrace text\n"
       "  --validate     run schbench shapes on the real runtime and in the simulator, one table (--quick: fewer)\n"
       "  --experiments  run the seeds' experiments and print docs/experiments.md; exit 1 if a shape does not hold\n"
+      "  --calibrate    fit the 40-vCPU VM's wake-up noise to seed 000's v5.10-rc1 + fix block, predict v5.9's\n"
       "                 (--quick: fewer seeds, shorter runs; --figures DIR: draw the page's timelines into DIR)\n"
-      "  --cost NAME=NS a cost in ns, one of:";
+      "  --machine M    the simulated machine's costs, noise and HZ: " + joined(usched::sim::machine_names()) + "\n"
+      "                 (default: ideal, no noise; --experiments: each experiment's own)\n"
+      "  --noise NAME=VALUE  a setting of the machine's noise, one of: " + joined(usched::sim::noise_names()) + "\n"
+      "  --cost NAME=NS a cost in ns (the median of its draws), one of:";
   for (const auto& n : usched::sim::cost_names()) {
     s += " " + n + "(" + std::to_string(usched::sim::get_cost(usched::sim::costs{}, n)) + ")";
   }
@@ -86,8 +98,14 @@ struct command {
   std::string trace_file;
   bool validate = false;
   bool experiments = false;
+  bool calibrate = false;
   bool quick = false;
   std::string figures;
+  // --machine (empty: the mode's own; a run's is "ideal", each experiment
+  // names its thread's), then --cost and --noise on top, in order.
+  std::string machine;
+  std::vector<std::pair<std::string, std::int64_t>> cost_overrides;
+  std::vector<std::pair<std::string, std::string>> noise_overrides;
 };
 
 command parse(int argc, char** argv) {
@@ -123,6 +141,8 @@ command parse(int argc, char** argv) {
       c.validate = true;
     } else if (a == "--experiments") {
       c.experiments = true;
+    } else if (a == "--calibrate") {
+      c.calibrate = true;
     } else if (a == "--quick") {
       c.quick = true;
     } else if (a == "--figures") {
@@ -143,18 +163,43 @@ command parse(int argc, char** argv) {
         throw usage("--cost " + v + ": expected NAME=NS with NS a whole number of ns, 0 or more");
       }
       usched::sim::set_cost(c.cfg.cost, name, std::stoll(ns));
+      c.cost_overrides.emplace_back(name, std::stoll(ns));
+    } else if (a == "--machine") {
+      c.machine = value(a);
+      usched::sim::machine_named(c.machine);  // an unknown name is one line here
+    } else if (a == "--noise") {
+      const std::string v = value(a);
+      const auto eq = v.find('=');
+      if (eq == std::string::npos) {
+        throw usage("--noise " + v + ": expected NAME=VALUE, NAME one of: " + joined(usched::sim::noise_names()));
+      }
+      usched::sim::machine scratch;
+      usched::sim::set_noise(scratch, v.substr(0, eq), v.substr(eq + 1));  // checks it
+      c.noise_overrides.emplace_back(v.substr(0, eq), v.substr(eq + 1));
     } else {
-      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --cost NAME=NS --trace FILE --validate --experiments --quick --figures DIR -h, then -- schbench ... or -- file PATH");
+      throw usage("unknown flag '" + a + "'; accepted: --topology T --policy P --seed N --machine M --cost NAME=NS --noise NAME=VALUE --trace FILE --validate --experiments --quick --figures DIR -h, then -- schbench ... or -- file PATH");
     }
   }
-  if (c.validate && c.experiments) throw usage("--validate and --experiments: one at a time");
-  if (c.quick && !c.validate && !c.experiments) throw usage("--quick: only with --validate or --experiments");
+  // The machine, then the costs and the noise set on top of it.
+  usched::sim::machine m = usched::sim::machine_named(c.machine.empty() ? "ideal" : c.machine);
+  for (const auto& [name, ns] : c.cost_overrides) usched::sim::set_cost(m.cost, name, ns);
+  for (const auto& [name, v] : c.noise_overrides) usched::sim::set_noise(m, name, v);
+  usched::sim::use_machine(c.cfg, m);
+  if (int{c.validate} + int{c.experiments} + int{c.calibrate} > 1) {
+    throw usage("--validate, --experiments and --calibrate: one at a time");
+  }
+  if (c.quick && !c.validate && !c.experiments && !c.calibrate) {
+    throw usage("--quick: only with --validate, --experiments or --calibrate");
+  }
   if (!c.figures.empty() && !c.experiments) throw usage("--figures: only with --experiments");
   if (!c.figures.empty() && !std::filesystem::is_directory(c.figures)) {
     throw usage("--figures '" + c.figures + "': not a directory; expected an existing folder for the page's timelines");
   }
-  if (c.validate || c.experiments) {
-    const std::string mode = c.validate ? "--validate" : "--experiments";
+  if (c.calibrate && (!c.machine.empty() || !c.cost_overrides.empty() || !c.noise_overrides.empty())) {
+    throw usage("--calibrate fits the machine of the thread's run itself; leave out --machine, --cost and --noise");
+  }
+  if (c.validate || c.experiments || c.calibrate) {
+    const std::string mode = c.validate ? "--validate" : c.experiments ? "--experiments" : "--calibrate";
     if (i < argc) throw usage(mode + " runs its own workloads; leave out the -- " + std::string(argv[i]) + " part");
     return c;
   }
@@ -186,6 +231,8 @@ int validate(const command& c) {
   usched::sim::validate_options v;
   v.quick = c.quick;
   v.cost = c.cfg.cost;
+  v.hz = c.cfg.hz;
+  v.jitter = c.cfg.jitter;
   v.seed = c.cfg.seed;
   return run_mode([&] { return usched::sim::run_validation(v, std::cout, std::cerr); });
 }
@@ -195,7 +242,9 @@ int validate(const command& c) {
 int experiments(const command& c) {
   usched::sim::experiments_options o;
   o.quick = c.quick;
-  o.cost = c.cfg.cost;
+  o.machine = c.machine;
+  o.cost_overrides = c.cost_overrides;
+  o.noise_overrides = c.noise_overrides;
   o.figures_dir = c.figures;
   return run_mode([&] {
     std::ostringstream page;
@@ -221,6 +270,11 @@ int main(int argc, char** argv) {
     }
     if (c.validate) return validate(c);
     if (c.experiments) return experiments(c);
+    if (c.calibrate) {
+      usched::sim::calibration_options o;
+      o.quick = c.quick;
+      return run_mode([&] { return usched::sim::run_calibration(o, std::cout, std::cerr); });
+    }
     if (c.kind == "schbench") {
       so = sb::parse_cli(c.rest, "usched_sim -- schbench");
       if (so.help) {

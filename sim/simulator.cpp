@@ -26,60 +26,7 @@ namespace {
 
 constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 
-struct cost_field {
-  const char* name;
-  std::int64_t costs::*field;
-};
-constexpr cost_field cost_fields[] = {
-    {"switch", &costs::switch_ns},
-    {"wake_spinning", &costs::wake_spinning_ns},
-    {"wake_parked", &costs::wake_parked_ns},
-    {"migrate_llc", &costs::migrate_llc_ns},
-    {"migrate_cross_llc", &costs::migrate_cross_llc_ns},
-    {"migrate_numa", &costs::migrate_numa_ns},
-    {"preempt_point", &costs::preempt_point_ns},
-    {"waker", &costs::waker_ns},
-    {"waker_futex", &costs::waker_futex_ns},
-    {"spin_poll", &costs::spin_poll_ns},
-    {"balance_pass", &costs::balance_pass_ns},
-};
-
-const cost_field* find_cost(const std::string& name) {
-  for (const auto& f : cost_fields) {
-    if (name == f.name) return &f;
-  }
-  return nullptr;
-}
-
-std::string cost_list() {
-  std::string out;
-  for (const auto& f : cost_fields) out += (out.empty() ? "" : ", ") + std::string(f.name);
-  return out;
-}
-
 }  // namespace
-
-std::vector<std::string> cost_names() {
-  std::vector<std::string> out;
-  for (const auto& f : cost_fields) out.emplace_back(f.name);
-  return out;
-}
-
-void set_cost(costs& c, const std::string& name, std::int64_t ns) {
-  const cost_field* f = find_cost(name);
-  if (!f) throw std::invalid_argument("--cost " + name + ": unknown cost; accepted: " + cost_list());
-  if (ns < 0) {
-    throw std::invalid_argument("--cost " + name + "=" + std::to_string(ns) +
-                                ": a cost is a whole number of ns, 0 or more");
-  }
-  c.*(f->field) = ns;
-}
-
-std::int64_t get_cost(const costs& c, const std::string& name) {
-  const cost_field* f = find_cost(name);
-  if (!f) throw std::invalid_argument("unknown cost '" + name + "'");
-  return c.*(f->field);
-}
 
 // ---- state -------------------------------------------------------------------
 
@@ -88,7 +35,8 @@ enum class simulator::ev : std::uint8_t {
   check,     // a running worker's preempt point: the step's end, the tick, the slice
   spin_poll, // a spinning worker's periodic look (balance, the end of the spin)
   look,      // a woken or notified idle worker looks for work (find_work)
-  timer,     // a sleep's deadline: wake the fiber, from the worker it slept on
+  timer,     // a sleep's timer fires: wake the fiber, from the worker it slept on
+  timer_soft,  // a sleep's deadline, when the machine has timer slack: when its timer fires
   callback,  // a call from outside any worker (schbench's reporting thread)
 };
 
@@ -118,6 +66,15 @@ struct simulator::vcpu {
   bool busy = false;
   bool kicked = false;  // sent by a pull kick: its next look balances unrationed
   std::uint64_t rng = 0;
+  // The machine's interrupts on this CPU (machine.hpp): the intervals they
+  // take, in order, without overlap, from `irq_first` on; every arrival
+  // before `irq_known` is among them.
+  std::vector<std::pair<std::int64_t, std::int64_t>> irqs;
+  std::size_t irq_first = 0;
+  std::int64_t irq_known = 0;
+  std::int64_t next_irq = never;
+  std::int64_t next_steal = never;
+  noise_source irq_rng{0};
   std::vector<usched::cpu_snapshot> scratch;
   std::uint64_t fibers_run = 0;
   std::uint64_t parks = 0;
@@ -125,7 +82,8 @@ struct simulator::vcpu {
   std::uint64_t busy_ns = 0;
 };
 
-simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^ cfg_.seed) {
+simulator::simulator(sim_config cfg)
+    : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^ cfg_.seed), draw_(detail::splitmix64_mix(0xc057ULL ^ cfg_.seed)) {
   cfg_.options.policy = cfg_.policy;
   cfg_.options.topology = cfg_.topology;
   const auto topo = detail::topology::load(cfg_.topology, "--topology '" + cfg_.topology + "'");
@@ -133,6 +91,13 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   topology_line_ = topo.describe();
   detail::engine_config ecfg = detail::engine_config_of(cfg_.options);
   ecfg.balance_pass_per_cpu_ns = cfg_.cost.balance_pass_ns;
+  if (cfg_.hz != 100 && cfg_.hz != 250 && cfg_.hz != 300 && cfg_.hz != 1000) {
+    throw config_error("the simulated machine's HZ " + std::to_string(cfg_.hz) + ": expected 100, 250, 300 or 1000");
+  }
+  tick_ns_ = 1'000'000'000 / static_cast<std::int64_t>(cfg_.hz);
+  ecfg.tick_ns = tick_ns_;
+  if (cfg_.jitter.random_tick_phase) tick_phase_ = static_cast<std::int64_t>(draw_.bits() % static_cast<std::uint64_t>(tick_ns_));
+  irqs_on_ = cfg_.jitter.irq_per_s > 0 || cfg_.jitter.steal_per_s > 0;
   engine_ = std::make_unique<detail::engine>(build_domains(places_), make_policy(cfg_.policy), ecfg);
   if (cfg_.trace) {
     detail::engine::trace_hooks hooks;
@@ -157,7 +122,16 @@ simulator::simulator(sim_config cfg) : cfg_(std::move(cfg)), rng_(0x51a0000ULL ^
   cpus_.resize(engine_->nr_cpus());
   for (std::size_t c = 0; c < cpus_.size(); ++c) {
     std::uint64_t s = cfg_.seed * 0x100000001b3ULL + c;
-    cpus_[c].rng = detail::splitmix64(s);
+    vcpu& v = cpus_[c];
+    v.rng = detail::splitmix64(s);
+    v.next_tick = tick_phase_;
+    if (irqs_on_) {
+      // Each CPU's interrupts start at a phase of their own.
+      v.irq_rng = noise_source(detail::splitmix64_mix(s ^ 0x1a9ULL));
+      v.next_irq = v.irq_rng.gap(cfg_.jitter.irq_per_s);
+      v.next_steal = v.irq_rng.gap(cfg_.jitter.steal_per_s);
+      v.irq_known = std::min(v.next_irq, v.next_steal);
+    }
   }
   // Every worker starts as the real ones do: it looks for work, spins, parks.
   for (std::size_t c = 0; c < cpus_.size(); ++c) push(0, ev::look, static_cast<int>(c), 0);
@@ -227,6 +201,19 @@ void simulator::handle(const event& e) {
     try_to_wake_up(*e.f, placement_kind::wake, wake_reason::timer, e.cpu);
     return;
   }
+  if (e.kind == ev::timer_soft) {
+    // An hrtimer with slack is programmed for its hard deadline, and
+    // expires earlier only if another timer interrupt of its CPU comes
+    // between: on a running CPU, its tick.
+    std::int64_t fire = now_ + cfg_.jitter.timer_slack_ns;
+    if (cpus_[static_cast<std::size_t>(e.cpu)].st == vcpu::state::running) fire = std::min(fire, tick_after(now_ - 1));
+    if (fire <= now_) {
+      try_to_wake_up(*e.f, placement_kind::wake, wake_reason::timer, e.cpu);
+    } else {
+      push(fire, ev::timer, e.cpu, 0, e.f);
+    }
+    return;
+  }
   vcpu& v = cpus_[static_cast<std::size_t>(e.cpu)];
   if (e.gen != v.gen) return;  // stale
   switch (e.kind) {
@@ -242,7 +229,12 @@ void simulator::handle(const event& e) {
       spin_poll(e.cpu);
       break;
     case ev::look:
-      if (v.st == vcpu::state::parked) --nr_parked_;
+      // A parked worker is a CPU in nohz idle: its tick stopped, and it
+      // rejoins the grid at the next tick, not at once.
+      if (v.st == vcpu::state::parked) {
+        --nr_parked_;
+        v.next_tick = tick_after(now_);
+      }
       if (v.st == vcpu::state::spinning) --nr_spinning_;
       v.st = vcpu::state::waking;
       find_work(e.cpu);
@@ -319,16 +311,23 @@ void simulator::wake_joiner(sim_fiber& f, int cpu) {
 
 void simulator::woken(sim_fiber& f, const wake_result& r) {
   // The waker pays for the placement, and for a futex wake if it must
-  // wake a parked worker (a fiber's program acting; not a timer).
+  // wake a parked worker (a fiber's program acting; not a timer). The
+  // wake-up reaches the chosen worker once the placement is done, after
+  // whatever the waker did before it in this step: a message thread's
+  // third post is seen after its first two. The futex wake's own time
+  // runs on the waker while the parked worker wakes (wake_parked counts
+  // from the wake call).
+  std::int64_t reach = 0;
   if (acting_cpu_ >= 0) {
-    charge_ns_ += cfg_.cost.waker_ns;
+    charge_ns_ += cost(cfg_.cost.waker_ns);
+    reach = charge_ns_;
     if (r.cpu >= 0 && r.notify && cpus_[static_cast<std::size_t>(r.cpu)].st == vcpu::state::parked) {
-      charge_ns_ += cfg_.cost.waker_futex_ns;
+      charge_ns_ += cost(cfg_.cost.waker_futex_ns);
     }
   }
   if (r.cpu < 0) return;
   f.woken_at = now_;
-  if (r.notify) notify(r.cpu);
+  if (r.notify) notify(r.cpu, reach);
   poke(r.cpu);
   if (r.kick) kick_idle(r.cpu, r.pull);
 }
@@ -364,15 +363,16 @@ void simulator::kick_idle(int busy_cpu, bool pull) {
 
 // notify(): work was queued on `cpu`. A spinning worker sees it at its next
 // look at its queue; a parked one after a futex wake.
-void simulator::notify(int cpu) {
+void simulator::notify(int cpu, std::int64_t after) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   if (v.st == vcpu::state::spinning) {
-    push(now_ + cfg_.cost.wake_spinning_ns, ev::look, cpu, ++v.gen);
+    push(free_at(cpu, now_ + after + cost(cfg_.cost.wake_spinning_ns)), ev::look, cpu, ++v.gen);
     --nr_spinning_;
     v.st = vcpu::state::waking;
   } else if (v.st == vcpu::state::parked) {
     engine_->trace_idle(cpu, detail::idle_kind::unpark, now_);
-    push(now_ + cfg_.cost.wake_parked_ns, ev::look, cpu, ++v.gen);
+    const std::int64_t waking = cost(cfg_.cost.wake_parked_ns) + idle_exit_ns(now_ - v.phase_start);
+    push(free_at(cpu, now_ + after + waking), ev::look, cpu, ++v.gen);
     --nr_parked_;
     v.st = vcpu::state::waking;
   }
@@ -380,13 +380,13 @@ void simulator::notify(int cpu) {
 
 // ---- running -------------------------------------------------------------------
 
-std::int64_t simulator::migration_cost(int from, int to) const {
+std::int64_t simulator::migration_cost(int from, int to) {
   if (from < 0 || from == to) return 0;
   const usched::domain_tree& d = engine_->domains();
-  if (d.share_llc(from, to)) return cfg_.cost.migrate_llc_ns;
+  if (d.share_llc(from, to)) return cost(cfg_.cost.migrate_llc_ns);
   const int nf = d.cpu_node.empty() ? 0 : d.cpu_node[static_cast<std::size_t>(from)];
   const int nt = d.cpu_node.empty() ? 0 : d.cpu_node[static_cast<std::size_t>(to)];
-  return nf == nt ? cfg_.cost.migrate_cross_llc_ns : cfg_.cost.migrate_numa_ns;
+  return cost(nf == nt ? cfg_.cost.migrate_cross_llc_ns : cfg_.cost.migrate_numa_ns);
 }
 
 // switch_to(): `next` was picked on `cpu`; it runs once the switch (and
@@ -402,7 +402,7 @@ void simulator::switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns) {
   v.curr = next;
   v.pending_check = never;
   ++v.fibers_run;
-  const std::int64_t cost = cfg_.cost.switch_ns + migration_cost(next->last_cpu, cpu) + extra_ns;
+  const std::int64_t took = cost(cfg_.cost.switch_ns) + migration_cost(next->last_cpu, cpu) + extra_ns;
   if (next->last_cpu >= 0 && next->last_cpu != cpu) {
     ++migrations_;
     const auto& nodes = engine_->domains().cpu_node;
@@ -411,7 +411,7 @@ void simulator::switch_to(int cpu, sim_fiber* next, std::int64_t extra_ns) {
     }
   }
   next->last_cpu = cpu;
-  push(now_ + cost, ev::resume, cpu, ++v.gen);
+  push(after_cpu(cpu, now_, took), ev::resume, cpu, ++v.gen);
 }
 
 void simulator::start_running(int cpu) {
@@ -475,7 +475,7 @@ void simulator::ask_program(int cpu) {
         schedule_check(cpu);
         return;
       case step::kind::sleep:
-        push(now_ + std::max<std::int64_t>(0, s.ns), ev::timer, cpu, 0, f);
+        push(now_ + std::max<std::int64_t>(0, s.ns), cfg_.jitter.timer_slack_ns > 0 ? ev::timer_soft : ev::timer, cpu, 0, f);
         leave(cpu, prev_action::block);
         return;
       case step::kind::wait:
@@ -522,13 +522,14 @@ void simulator::ask_program(int cpu) {
 void simulator::schedule_check(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   const sim_fiber* f = v.curr;
-  std::int64_t t = f->current.what == step::kind::run ? now_ + f->remaining_ns : f->current.ns;
+  std::int64_t t = f->current.what == step::kind::run ? after_cpu(cpu, now_, f->remaining_ns) : f->current.ns;
   t = std::min(t, std::max(v.next_tick, now_ + 1));
   const bool resched = engine_->resched_asked(cpu);
   if (engine_->has_queued(cpu) || resched) {
     t = std::min(t, std::max(v.slice_start + engine_->slice_ns(cpu), now_ + cfg_.cost.preempt_point_ns));
     if (resched) t = std::min(t, now_ + cfg_.cost.preempt_point_ns);
   }
+  t = free_at(cpu, t);
   v.pending_check = t;
   push(t, ev::check, cpu, v.gen);
 }
@@ -543,6 +544,7 @@ void simulator::poke(int cpu) {
   if (engine_->has_queued(cpu)) {
     t = std::min(t, std::max(v.slice_start + engine_->slice_ns(cpu), now_ + cfg_.cost.preempt_point_ns));
   }
+  t = free_at(cpu, t);
   if (t < v.pending_check) {
     v.pending_check = t;
     push(t, ev::check, cpu, v.gen);
@@ -566,8 +568,9 @@ void simulator::poke_requests() {
 void simulator::advance(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
   sim_fiber* f = v.curr;
-  if (f->current.what == step::kind::run) f->remaining_ns -= now_ - v.seg_start;
+  if (f->current.what == step::kind::run) f->remaining_ns -= cpu_between(cpu, v.seg_start, now_);
   v.seg_start = now_;
+  prune_irqs(v);
 }
 
 // check(): the running fiber's preempt point (worker::preempt_check): the
@@ -591,7 +594,7 @@ void simulator::check(int cpu) {
 
 unsigned simulator::tick(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
-  v.next_tick = now_ + engine_->config().tick_ns;
+  v.next_tick = tick_after(now_);
   const detail::tick_result r = engine_->tick(cpu, now_, random_of(cpu), v.scratch);
   if (r.kick) kick_idle(cpu);
   poke_requests();
@@ -690,6 +693,103 @@ void simulator::park(int cpu) {
   }
   ++v.parks;
   engine_->trace_idle(cpu, detail::idle_kind::park, now_);
+}
+
+// ---- the machine ---------------------------------------------------------------
+
+std::int64_t simulator::cost(std::int64_t median) noexcept { return draw_.around(median, cfg_.jitter.sigma); }
+
+std::int64_t simulator::tick_after(std::int64_t t) const noexcept {
+  if (t < tick_phase_) return tick_phase_;
+  return tick_phase_ + ((t - tick_phase_) / tick_ns_ + 1) * tick_ns_;
+}
+
+// idle_exit_ns(): the exit latency of the deepest idle state whose target
+// residency an idle period of `idled` ns has passed.
+std::int64_t simulator::idle_exit_ns(std::int64_t idled) const noexcept {
+  std::int64_t exit = 0;
+  for (const idle_state& s : cfg_.jitter.idle_states) {
+    if (idled >= s.residency_ns) exit = s.exit_ns;
+  }
+  return exit;
+}
+
+// irqs_known(): every interrupt of `v` arriving up to `t` is in its list.
+// An arrival while an interrupt is being handled waits for it (the
+// interval grows).
+void simulator::irqs_known(vcpu& v, std::int64_t t) {
+  while (v.irq_known <= t) {
+    const bool steal = v.next_steal < v.next_irq;
+    const std::int64_t at = steal ? v.next_steal : v.next_irq;
+    const std::int64_t len =
+        v.irq_rng.around(steal ? cfg_.jitter.steal_ns : cfg_.jitter.irq_ns, cfg_.jitter.sigma);
+    if (steal) {
+      v.next_steal = at + v.irq_rng.gap(cfg_.jitter.steal_per_s);
+    } else {
+      v.next_irq = at + v.irq_rng.gap(cfg_.jitter.irq_per_s);
+    }
+    if (v.irqs.size() > v.irq_first && at <= v.irqs.back().second) {
+      v.irqs.back().second += len;
+    } else {
+      v.irqs.emplace_back(at, at + len);
+    }
+    v.irq_known = std::min(v.next_irq, v.next_steal);
+  }
+}
+
+// prune_irqs(): forgets the interrupts that ended before the running
+// stretch began (nothing asks about earlier times again).
+void simulator::prune_irqs(vcpu& v) {
+  while (v.irq_first < v.irqs.size() && v.irqs[v.irq_first].second <= v.seg_start) ++v.irq_first;
+  if (v.irq_first > 256 && 2 * v.irq_first > v.irqs.size()) {
+    v.irqs.erase(v.irqs.begin(), v.irqs.begin() + static_cast<std::ptrdiff_t>(v.irq_first));
+    v.irq_first = 0;
+  }
+}
+
+// free_at(): the first time from `t` on at which no interrupt holds `cpu`.
+std::int64_t simulator::free_at(int cpu, std::int64_t t) {
+  if (!irqs_on_) return t;
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  for (;;) {
+    irqs_known(v, t);
+    bool moved = false;
+    for (std::size_t i = v.irq_first; i < v.irqs.size() && v.irqs[i].first <= t; ++i) {
+      if (t < v.irqs[i].second) {
+        t = v.irqs[i].second;
+        moved = true;
+      }
+    }
+    if (!moved) return t;
+  }
+}
+
+// after_cpu(): when the task running on `cpu` from `from` has had `ns` of
+// the CPU, the interrupts' time left out.
+std::int64_t simulator::after_cpu(int cpu, std::int64_t from, std::int64_t ns) {
+  if (!irqs_on_) return from + ns;
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  std::int64_t t = free_at(cpu, from);
+  for (;;) {
+    irqs_known(v, t + ns);
+    const auto it = std::find_if(v.irqs.begin() + static_cast<std::ptrdiff_t>(v.irq_first), v.irqs.end(),
+                                 [&](const auto& irq) { return irq.first >= t; });
+    if (it == v.irqs.end() || it->first >= t + ns) return t + ns;
+    ns -= it->first - t;
+    t = free_at(cpu, it->first);
+  }
+}
+
+// cpu_between(): the CPU time the running task had from `a` to `b`.
+std::int64_t simulator::cpu_between(int cpu, std::int64_t a, std::int64_t b) {
+  if (!irqs_on_ || b <= a) return b - a;
+  vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  irqs_known(v, b);
+  std::int64_t taken = 0;
+  for (std::size_t i = v.irq_first; i < v.irqs.size() && v.irqs[i].first < b; ++i) {
+    taken += std::max<std::int64_t>(0, std::min(b, v.irqs[i].second) - std::max(a, v.irqs[i].first));
+  }
+  return b - a - taken;
 }
 
 // ---- statistics ------------------------------------------------------------------

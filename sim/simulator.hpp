@@ -34,33 +34,9 @@
 #include <usched/runtime.hpp>
 
 #include "engine.hpp"
+#include "machine.hpp"
 
 namespace usched::sim {
-
-// The costs of the real backend that the simulator charges, in ns. Defaults
-// are this project's own measurements (docs/performance.md, 2 workers on
-// one LLC); the cross-LLC and NUMA ones are scaled from the cache line
-// figures, since no such machine was at hand (docs/simulator.md).
-struct costs {
-  std::int64_t switch_ns = 100;          // a switch from one fiber to another (cfs yield, 86-100 ns)
-  std::int64_t wake_spinning_ns = 300;   // a spinning worker sees its queue and runs (wake_cv p50 311 ns)
-  std::int64_t wake_parked_ns = 5000;    // futex wake of a parked worker until it runs (wake_cv parked p50 5170 ns)
-  std::int64_t migrate_llc_ns = 250;     // first run on another worker of the same LLC (a line across cores, 240 ns)
-  std::int64_t migrate_cross_llc_ns = 1000;  // ... of another LLC
-  std::int64_t migrate_numa_ns = 2000;   // ... of another NUMA node
-  std::int64_t preempt_point_ns = 50;    // between two preempt points of a think loop (a clock read and a pause)
-  std::int64_t waker_ns = 300;           // the waker's own time per wake-up or spawn it makes (placement, enqueue)
-  std::int64_t waker_futex_ns = 2000;    // more for the waker when the wake-up must wake a parked worker (futex syscall)
-  std::int64_t spin_poll_ns = 2000;      // between two balance polls of a spinning worker (64 pauses)
-  std::int64_t balance_pass_ns = 30;     // a balance pass, per worker of the level's span (newly-idle rationing; 30 ns measured at 8-128 workers)
-};
-
-// cost_names() lists the names --cost accepts ("switch", ...), in order;
-// set_cost() sets one, throwing std::invalid_argument with a one-line
-// message for an unknown name or a negative value.
-std::vector<std::string> cost_names();
-void set_cost(costs& c, const std::string& name, std::int64_t ns);
-std::int64_t get_cost(const costs& c, const std::string& name);
 
 class simulator;
 struct sim_fiber;
@@ -135,7 +111,12 @@ struct sim_config {
   // variables on top (options::from_env); its --experiments page runs the
   // preset alone.
   usched::options options;
+  // The machine (machine.hpp): the backend's costs (the medians of their
+  // draws), the tick's HZ, and the noise around them. The default is the
+  // noise-free model at HZ=1000; use_machine() sets all three from one.
   costs cost;
+  unsigned hz = 1000;
+  noise jitter;
   // When set, every scheduling event is recorded into it in virtual time
   // (detail/trace.hpp): the engine's own (switches, wake-ups and their
   // placement, migrations, balance passes) and the idle loop's (spin,
@@ -143,6 +124,15 @@ struct sim_config {
   // outlive it.
   detail::tracer* trace = nullptr;
 };
+
+// use_machine() sets `cfg`'s costs, HZ and noise to `m`'s, and its idle
+// spin where the machine has its own.
+inline void use_machine(sim_config& cfg, const machine& m) {
+  if (m.spin_us >= 0) cfg.options.spin = std::chrono::microseconds(m.spin_us);
+  cfg.cost = m.cost;
+  cfg.hz = m.hz;
+  cfg.jitter = m.jitter;
+}
 
 class simulator {
  public:
@@ -212,7 +202,9 @@ class simulator {
   void idle(int cpu);
   void spin_poll(int cpu);
   void park(int cpu);
-  void notify(int cpu);
+  // notify(): work was queued on `cpu`, and the worker learns of it `after`
+  // ns from now (a wake-up's placement by a fiber still running).
+  void notify(int cpu, std::int64_t after = 0);
   // try_to_wake_up(): the engine's wake-up of `f` from `origin`, for
   // `why` (a sleep's timer, a post, a join, a spawn).
   void try_to_wake_up(sim_fiber& f, usched::placement_kind kind, usched::wake_reason why, int origin);
@@ -225,8 +217,19 @@ class simulator {
   void schedule_check(int cpu);
   void poke(int cpu);
   void poke_requests();
-  std::int64_t migration_cost(int from, int to) const;
+  std::int64_t migration_cost(int from, int to);
   std::uint64_t random_of(int cpu) noexcept;
+  // The machine (machine.hpp): a cost's draw around its median; the first
+  // tick of the grid after `t`; an idle CPU's exit latency; the
+  // interrupts' time on a CPU.
+  std::int64_t cost(std::int64_t median) noexcept;
+  std::int64_t tick_after(std::int64_t t) const noexcept;
+  std::int64_t idle_exit_ns(std::int64_t idled) const noexcept;
+  void irqs_known(vcpu& v, std::int64_t t);
+  void prune_irqs(vcpu& v);
+  std::int64_t free_at(int cpu, std::int64_t t);
+  std::int64_t after_cpu(int cpu, std::int64_t from, std::int64_t ns);
+  std::int64_t cpu_between(int cpu, std::int64_t a, std::int64_t b);
 
   sim_config cfg_;
   std::unique_ptr<detail::engine> engine_;
@@ -241,6 +244,10 @@ class simulator {
   std::uint64_t seq_ = 0;
   std::uint64_t events_ = 0;
   std::uint64_t rng_;
+  noise_source draw_;  // the costs' draws
+  std::int64_t tick_ns_ = 1'000'000;
+  std::int64_t tick_phase_ = 0;  // the tick grid: tick_phase_ + k x tick_ns_
+  bool irqs_on_ = false;
   int acting_cpu_ = -1;
   // The cost the acting fiber's wake-ups and spawns have run up in its
   // program's next(); run on its CPU before the step it returned.

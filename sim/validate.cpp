@@ -98,6 +98,8 @@ int run_validation(const validate_options& v, std::ostream& out, std::ostream& p
       cfg.seed = v.seed;
       cfg.options = base;
       cfg.cost = v.cost;
+      cfg.hz = v.hz;
+      cfg.jitter = v.jitter;
       simulator sim(cfg);
       const schbench::run_summary simulated = run_schbench_model(sim, o, ignore);
       cpus = sim.nr_cpus();

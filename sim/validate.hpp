@@ -12,6 +12,8 @@ namespace usched::sim {
 struct validate_options {
   bool quick = false;   // one shape, three policies, 2 s runs
   costs cost;           // the simulator's costs (--cost)
+  unsigned hz = 1000;   // and its machine's tick and noise (--machine, --noise)
+  noise jitter;
   std::uint64_t seed = 1;
 };
 
