@@ -328,12 +328,14 @@ struct thread_row {
   std::uint64_t p50, p99, p999, max;
 };
 constexpr thread_row thread_rows[] = {{"v5.2", 155, 256, 3132, 3286},
-                                      {"v5.9", 147, 12240, 13104, 13172}};
+                                      {"v5.9", 147, 12240, 13104, 13172},
+                                      {"v5.10-rc1 + fix", 161, 314, 356, 358}};
 
 // sim_experiment() runs seeds/000's command line in the simulator on the
-// thread's topology, once per policy, and prints one table with the
-// thread's rows under it. Deterministic (seed 1): the same numbers on every
-// machine.
+// thread's topology and the thread's machine (`vm40`, its wake-up noise
+// fitted to the v5.10-rc1 + fix run: docs/simulator.md, "Calibration"),
+// once per policy, and prints one table with the thread's rows under it.
+// Deterministic (seed 1): the same numbers on every machine.
 void sim_experiment(const std::vector<std::string>& policies, std::ostream& out) {
   std::vector<std::string> args;
   std::istringstream in(sb::compare_sim_args);
@@ -341,7 +343,7 @@ void sim_experiment(const std::vector<std::string>& policies, std::ostream& out)
   args.insert(args.end(), {"-i", "0"});
   const sb::cli_options o = sb::parse_cli(args, "usched_sim -- schbench");
   out << "\nseeds/000 in the simulator: usched_sim --topology '" << sb::compare_sim_topology
-      << "' --policy P --seed 1 -- schbench " << sb::compare_sim_args << "\n";
+      << "' --machine vm40 --policy P --seed 1 -- schbench " << sb::compare_sim_args << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-20s %9s %9s %9s %9s %8s\n", "policy", "p50", "p99", "p99.9", "max", "samples");
   out << line;
@@ -351,6 +353,7 @@ void sim_experiment(const std::vector<std::string>& policies, std::ostream& out)
     cfg.policy = policy;
     cfg.seed = 1;
     cfg.options = usched::options::from_env(usched::options::kernel_experiment());
+    usched::sim::use_machine(cfg, usched::sim::machine_named("vm40"));
     usched::sim::simulator sim(cfg);
     std::ostringstream ignore;
     const sb::run_summary s = usched::sim::run_schbench_model(sim, o, ignore);
