@@ -131,13 +131,16 @@ machine arm64_8() {
 }
 
 // Tejun Heo's 32-CPU box of seed 003 (16 cores of 2 threads), native
-// x86 at HZ=1000, with intel_idle's Skylake-server states (C1 2 us, C1E
-// 10 us after 20 us, C6 133 us after 600 us). Not fitted.
+// x86 at HZ=1000, with intel_idle's shallow Skylake-server states (C1 2 us,
+// C1E 10 us after 20 us). Its C6 (133 us after 600 us) is left out: the
+// thread's p50 of 26 us, with CPUs idle for milliseconds between rounds,
+// shows no C6 exit in its wake-ups (fleet servers commonly cap their
+// C-states). Not fitted.
 machine box32() {
   machine m;
   m.name = "box32";
   m.spin_us = 0;
-  m.description = "a 32-CPU x86 server (16 cores x 2 threads), HZ=1000, native: intel_idle's C1, C1E and C6";
+  m.description = "a 32-CPU x86 server (16 cores x 2 threads), HZ=1000, native: intel_idle's C1 and C1E";
   m.hz = 1000;
   m.cost.switch_ns = 1500;
   m.cost.wake_spinning_ns = 500;
@@ -148,7 +151,7 @@ machine box32() {
   m.cost.waker_ns = 1 * us;
   m.cost.waker_futex_ns = 2 * us;
   m.jitter.sigma = 0.3;
-  m.jitter.idle_states = {{"C1", 2 * us, 2 * us}, {"C1E", 10 * us, 20 * us}, {"C6", 133 * us, 600 * us}};
+  m.jitter.idle_states = {{"C1", 2 * us, 2 * us}, {"C1E", 10 * us, 20 * us}};
   m.jitter.irq_per_s = 500;
   m.jitter.irq_ns = 3 * us;
   m.jitter.timer_slack_ns = 50 * us;
@@ -157,12 +160,14 @@ machine box32() {
 }
 
 // Mel Gorman's two-socket test machines of seeds 002 and 004: native x86
-// on a distribution kernel at HZ=250, the same idle states as box32.
+// on a distribution kernel at HZ=250, with C6 as well (a distribution's
+// default; the threads measured throughput, not wake-up latency).
 machine server2s() {
   machine m = box32();
   m.name = "server2s";
   m.description = "a two-socket x86 server, HZ=250 (a distribution kernel), native: intel_idle's C1, C1E and C6";
   m.hz = 250;
+  m.jitter.idle_states.push_back({"C6", 133 * us, 600 * us});
   return m;
 }
 
