@@ -15,7 +15,7 @@ namespace usched {
 
 std::unique_ptr<policy> make_cfs_numa_mel() {
   return std::make_unique<cfs_policy>("cfs-numa-mel",
-                                      cfs_features{.numa_rule = numa_idle_rule::mel});
+                                      cfs_features{.numa_rule = numa_idle_rule::mel, .numa_v4_19 = true});
 }
 
 }  // namespace usched

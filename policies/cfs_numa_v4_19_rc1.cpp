@@ -21,7 +21,7 @@ namespace usched {
 
 std::unique_ptr<policy> make_cfs_numa_v4_19_rc1() {
   return std::make_unique<cfs_policy>("cfs-numa-v4.19-rc1",
-                                      cfs_features{.numa_rule = numa_idle_rule::v4_19_rc1, .numa_stop_on_move = false});
+                                      cfs_features{.numa_rule = numa_idle_rule::v4_19_rc1, .numa_stop_on_move = false, .numa_v4_19 = true});
 }
 
 }  // namespace usched
