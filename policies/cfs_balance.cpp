@@ -646,8 +646,43 @@ lb_imbalance v4_11_find_imbalance(const balance_request& req, sd_lb_stats& sds,
   return force();
 }
 
+fbq_type fbq_classify(unsigned nr_running, unsigned nr_numa_running, unsigned nr_preferred_running) noexcept {
+  if (nr_running > nr_numa_running) return fbq_type::regular;
+  if (nr_running > nr_preferred_running) return fbq_type::remote;
+  return fbq_type::all;
+}
+
+fbq_type fbq_classify_group(const balance_request& req, const sched_group& group) noexcept {
+  unsigned nr = 0;
+  unsigned numa = 0;
+  unsigned preferred = 0;
+  for (const int i : group.cpus) {
+    const cpu_snapshot& rq = req.cpus[static_cast<std::size_t>(i)];
+    nr += rq.nr_running;
+    numa += rq.nr_numa_running;
+    preferred += rq.nr_preferred_running;
+  }
+  return fbq_classify(nr, numa, preferred);
+}
+
+int migrate_degrades_locality(const fiber_view& fiber, const detach_env& env) noexcept {
+  if (fiber.preferred_node < 0 || !env.numa_level || env.src_node == env.dst_node) return -1;
+  // Migrating away from the preferred node is always bad, unless every
+  // fiber of the source is on its own node anyway.
+  if (env.src_node == fiber.preferred_node) {
+    return env.src_nr_running > env.src_nr_preferred_running ? 1 : -1;
+  }
+  // Encourage migration to the preferred node.
+  if (env.dst_node == fiber.preferred_node) return 0;
+  // Leaving a worker idle is often worse than degrading locality.
+  if (env.idle != cpu_idle_type::not_idle) return -1;
+  // dst_weight < src_weight: the fiber's score is 0 on both.
+  return 0;
+}
+
 int find_busiest_queue(const balance_request& req, const sched_group& group, migration_type type,
-                       long imbalance, const cfs_features& features) {
+                       long imbalance, const cfs_features& features, fbq_type fbq) {
+  const bool numa_classes = features.numa_v4_19 && req.sd->has_flag(SD_NUMA);
   const unsigned pct = features.imbalance_pct(*req.sd);
   int busiest = -1;
   unsigned long busiest_util = 0;
@@ -660,6 +695,13 @@ int find_busiest_queue(const balance_request& req, const sched_group& group, mig
     const cpu_snapshot& rq = req.cpus[static_cast<std::size_t>(i)];
     const unsigned long capacity = rq.capacity;
     const unsigned nr_running = rq.nr_running;
+    // v4.19: in order not to move fibers already on their preferred node
+    // while there are others, a runqueue of a higher class than the
+    // busiest group's is left alone; if that cannot move enough, the next
+    // pass classifies the group again.
+    if (numa_classes && fbq_classify(nr_running, rq.nr_numa_running, rq.nr_preferred_running) > fbq) {
+      continue;
+    }
     // The kernel skips, on SD_ASYM_CPUCAPACITY domains, a bigger worker
     // running a single fiber; usched's domains have no such flag.
     switch (type) {
@@ -737,7 +779,11 @@ balance_decision find_busiest_group(const balance_request& req, const cfs_featur
     return decision;
   }
   const sched_group& group = req.sd->groups[static_cast<std::size_t>(sds.busiest)];
-  const int queue = find_busiest_queue(req, group, imb.type, imb.imbalance, features);
+  // update_sd_lb_stats(): on SD_NUMA levels env->fbq_type is the busiest
+  // group's class (v4.19); `all` elsewhere.
+  const fbq_type fbq = features.numa_v4_19 && req.sd->has_flag(SD_NUMA) ? fbq_classify_group(req, group)
+                                                                        : fbq_type::all;
+  const int queue = find_busiest_queue(req, group, imb.type, imb.imbalance, features, fbq);
   if (queue < 0) {
     return decision;
   }
@@ -752,7 +798,13 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
   // cost still has its cache there; leave it unless balancing at this level
   // keeps failing. (Pinned and running fibers are the engine's to skip.)
   const bool balance_keeps_failing = env.nr_balance_failed > env.cache_nice_tries;
-  if (fiber.cache_hot && !balance_keeps_failing) {
+  bool hot = fiber.cache_hot;
+  if (features.numa_v4_19) {
+    // v4.19's can_migrate_task(): locality decides first; cache hotness
+    // only where it has no opinion.
+    if (const int degrades = migrate_degrades_locality(fiber, env); degrades >= 0) hot = degrades == 1;
+  }
+  if (hot && !balance_keeps_failing) {
     return {};
   }
 

@@ -197,13 +197,41 @@ lb_imbalance v4_11_find_imbalance(const balance_request& req, sd_lb_stats& sds,
 long v4_11_fix_small_imbalance(const sd_lb_stats& sds, long imbalance,
                                unsigned long dst_load_per_task) noexcept;
 
+// v4.19's enum fbq_type, ordered: a runqueue (or group) is `regular` when
+// it runs fibers without a preferred node, else `remote` when some of its
+// fibers are off their preferred node, else `all` (every fiber where it
+// wants to be). find_busiest_queue() looks only at runqueues of a class up
+// to the busiest group's, so that well-placed fibers stay while there are
+// others to move (cfs_features::numa_v4_19).
+enum class fbq_type : unsigned char { regular, remote, all };
+
+// fbq_classify_rq() / fbq_classify_group(): the class of a worker, or of
+// the workers `cpus` of a group, from nr_running, nr_numa_running and
+// nr_preferred_running (summed over the group).
+fbq_type fbq_classify(unsigned nr_running, unsigned nr_numa_running, unsigned nr_preferred_running) noexcept;
+fbq_type fbq_classify_group(const balance_request& req, const sched_group& group) noexcept;
+
+// migrate_degrades_locality() is v4.19's: 1 when pulling the fiber from
+// env.src_node to env.dst_node takes it off its preferred node while the
+// source runs others that are not on theirs (nr_running >
+// nr_preferred_running); 0 when it brings it to its preferred node, or
+// moves it between two other nodes on a busy destination (both score 0);
+// -1 (locality does not decide; cache hotness does) off SD_NUMA levels,
+// within a node, for a fiber without a preferred node, for one leaving its
+// node when every fiber of the source is on its own, and for one between
+// two other nodes onto an idle destination.
+int migrate_degrades_locality(const fiber_view& fiber, const detach_env& env) noexcept;
+
 // find_busiest_queue() returns the worker of `group` to pull `imbalance`
 // units of `type` from, or -1 when none qualifies: the highest load per
 // capacity (a worker with one fiber heavier than the imbalance only if its
 // capacity is reduced), the highest util among workers with two fibers or
 // more, the first worker with the most fibers, or the biggest misfit.
+//
+// With features.numa_v4_19, on an SD_NUMA level, a worker whose
+// fbq_classify_rq() is above `fbq` (the busiest group's class) is skipped.
 int find_busiest_queue(const balance_request& req, const sched_group& group, migration_type type,
-                       long imbalance, const cfs_features& features);
+                       long imbalance, const cfs_features& features, fbq_type fbq = fbq_type::all);
 
 // find_busiest_group() runs the whole pipeline for req.sd and returns the
 // worker to pull from, the migration type and the imbalance, with the group
@@ -217,7 +245,9 @@ balance_decision find_busiest_group(const balance_request& req, const cfs_featur
 // can_detach() decides whether one queued fiber may leave during a pull and
 // how much of env.imbalance it covers: the kernel's can_migrate_task()
 // cache-hot rule and detach_tasks() switch (v5.10), with the v5.9 load rule
-// and seeds/000 candidates B and C when the features ask for them.
+// and seeds/000 candidates B and C when the features ask for them. With
+// features.numa_v4_19 the cache-hot rule is v4.19's: hot is
+// migrate_degrades_locality() when it is 0 or 1, else cache hotness.
 detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
                           const cfs_features& features);
 

@@ -18,6 +18,8 @@ policy_traits cfs_traits(const cfs_features& features) noexcept {
   t.busy_factor = features.busy_factor;
   t.smt_ignores_cache_hot = features.smt_ignores_cache_hot;
   t.shortens_busy_interval = features.shortens_busy_interval;
+  t.numa_migrate_on_tick = features.numa_v4_19;
+  t.counts_numa_fibers = features.numa_v4_19;
   return t;
 }
 
@@ -25,6 +27,10 @@ int cfs_policy::select_cpu(const placement_request& req) const { return cfs::sel
 
 balance_decision cfs_policy::find_busiest(const balance_request& req) const {
   return cfs::find_busiest_group(req, features_);
+}
+
+numa_migration cfs_policy::numa_migrate(const placement_request& req) const {
+  return cfs::task_numa_migrate(req, features_);
 }
 
 detach_verdict cfs_policy::can_detach(const fiber_view& f, const detach_env& env) const {

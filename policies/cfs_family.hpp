@@ -15,8 +15,9 @@ namespace usched {
 
 // cfs_traits() are the fixed facts of every CFS-family policy (the fair
 // discipline, newly-idle and periodic balancing, wake-ups that read only the
-// LLCs involved) with the three that differ between kernel versions taken
-// from `features`.
+// LLCs involved) with those that differ between kernel versions taken
+// from `features` (the busy interval's factor and shortening, SMT cache
+// hotness, v4.19's NUMA cadence and counts).
 policy_traits cfs_traits(const cfs_features& features) noexcept;
 
 class cfs_policy final : public policy {
@@ -29,6 +30,7 @@ class cfs_policy final : public policy {
   int select_cpu(const placement_request& req) const override;
   balance_decision find_busiest(const balance_request& req) const override;
   detach_verdict can_detach(const fiber_view& f, const detach_env& env) const override;
+  numa_migration numa_migrate(const placement_request& req) const override;
 
  private:
   std::string_view name_;

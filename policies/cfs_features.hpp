@@ -96,6 +96,21 @@ struct cfs_features {
   // CPU is found"). Off: the whole preferred node is scanned, as in v4.19.
   bool numa_stop_on_move = true;
 
+  // v4.19's NUMA balancing cadence and balancer (seeds/002). On:
+  // * task_numa_migrate() never runs at a wake-up; it runs from the tick of
+  //   the worker running a fiber that prefers another node, once per
+  //   numa_migrate_retry interval (task_numa_fault() ->
+  //   numa_migrate_preferred()), and moves the running fiber
+  //   (migrate_task_to(), migrate_swap()).
+  // * find_busiest_queue() skips, on SD_NUMA levels, runqueues whose
+  //   fbq_classify_rq() is above the busiest group's fbq_classify_group()
+  //   (regular < remote < all): fibers well placed stay while others can go.
+  // * can_migrate_task() asks migrate_degrades_locality() before
+  //   task_hot(): pulling a fiber off its preferred node is refused like a
+  //   cache-hot one, pulling it onto that node is allowed even when hot.
+  // Off: v5.10's wake-up placement by preferred node and its balancer.
+  bool numa_v4_19 = false;
+
   // adjust_numa_imbalance(): tolerate an imbalance between NUMA nodes while
   // the busier node runs at most this many fibers (v5.7+: 2). 0 disables.
   unsigned numa_imbalance_min = 2;

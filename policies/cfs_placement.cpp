@@ -476,7 +476,7 @@ bool load_too_imbalanced(long src_load, long dst_load, long src_capacity, long d
 }
 
 numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int dst_node,
-                               const cfs_features& f) {
+                               const cfs_features& f, bool fiber_on_src) {
   numa_choice best;
   if (src_node == dst_node || req.cpus.empty()) {
     return best;
@@ -488,8 +488,9 @@ numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int d
   }
   const int preferred = req.fiber.preferred_node;
   const long load = static_cast<long>(req.fiber.load_avg);
-  // The fiber is counted where it would otherwise run (see the header).
-  const long src_load = src.load + load;
+  // The fiber is counted where it would otherwise run (see the header);
+  // a running fiber already is.
+  const long src_load = fiber_on_src ? src.load : src.load + load;
   const long dst_load = dst.load;
 
   const long taskimp = numa_score(preferred, dst_node) - numa_score(preferred, src_node);
@@ -613,15 +614,32 @@ int select_task_rq(const placement_request& req, const cfs_features& f) {
     if (origin >= 0 && req.effects != nullptr) req.effects->waker_recent_used_cpu = true;
   }
 
+  // v4.19 (f.numa_v4_19) never ran task_numa_migrate() at a wake-up: the
+  // tick does, on the numa_migrate_retry cadence (task_numa_migrate below).
   const int preferred = req.fiber.preferred_node;
   const int node = snap(req, cpu).numa_node;
-  if (preferred >= 0 && node != preferred) {
+  if (preferred >= 0 && node != preferred && !f.numa_v4_19) {
     const numa_choice choice = task_numa_find_cpu(req, node, preferred, f);
     if (choice.cpu >= 0 && !choice.swap) {
       cpu = choice.cpu;
     }
   }
   return cpu;
+}
+
+numa_migration task_numa_migrate(const placement_request& req, const cfs_features& f) {
+  const int preferred = req.fiber.preferred_node;
+  if (preferred < 0 || !valid_cpu(req, req.prev)) return {};
+  const int src_node = snap(req, req.prev).numa_node;
+  if (src_node == preferred) return {};
+  // The preferred node only: v4.19 looks at the other nodes when this
+  // finds nothing or the task's numa_group spans several nodes, for nodes
+  // whose fault share beats the source's. A fiber's score is 0 on every
+  // node but its preferred one, so no other node could improve on the
+  // source; fibers have no numa_group.
+  const numa_choice choice = task_numa_find_cpu(req, src_node, preferred, f, true);
+  if (choice.cpu < 0) return {};
+  return {choice.cpu, choice.swap};
 }
 
 }  // namespace usched::cfs

@@ -8,6 +8,8 @@
 //                          -> select_idle_sibling (idle core, idle worker, idle SMT sibling)
 //   both:   a fiber with a preferred NUMA node that would land elsewhere
 //           -> task_numa_find_cpu on its preferred node (seeds/002)
+//   tick:   (numa_v4_19) task_numa_migrate -> task_numa_find_cpu for the
+//           running fiber, on the numa_migrate_retry cadence
 //
 // Everything here reads only the request (per-worker snapshots, the domain
 // tree, the fiber's signals) and the cfs_features; nothing locks, reads a
@@ -60,7 +62,9 @@ inline constexpr long small_numa_improvement = 30;
 //   then select_idle_sibling(prev, target). A wake with prev < 0 is treated
 //   as if the fiber last ran on origin (or worker 0).
 // NUMA: when the fiber has a preferred_node and the worker chosen above is on
-//   another node, task_numa_find_cpu() runs on the preferred node; a *move*
+//   another node (and not f.numa_v4_19, whose NUMA placement runs from the
+//   tick: task_numa_migrate()), task_numa_find_cpu() runs on the preferred
+//   node; a *move*
 //   it finds replaces the choice. A swap it finds is not used: a placement
 //   returns one worker and cannot send the other fiber back, and stacking the
 //   fiber on a busy worker whose fiber wants to leave is the opposite of what
@@ -213,7 +217,19 @@ struct numa_choice {
 //     destination nor a swap partner).
 // Returns {-1} when dst_node has no worker, equals src_node, or nothing
 // qualifies.
+//
+// fiber_on_src: the fiber runs on src_node (task_numa_migrate() from the
+// tick), so its load is in src_node's runnable_load already and is not
+// added again; false for a woken or new fiber.
 numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int dst_node,
-                               const cfs_features& f);
+                               const cfs_features& f, bool fiber_on_src = false);
+
+// task_numa_migrate() is v4.19's task_numa_migrate() for a fiber running on
+// worker req.prev (its load counted there): when that worker is off the
+// fiber's preferred node, task_numa_find_cpu() on the preferred node, a
+// move or a swap as it finds. {-1}: no preferred node, already on it, or
+// nothing qualifies. The policy's numa_migrate(); the engine asks it from
+// the tick (policy_traits::numa_migrate_on_tick).
+numa_migration task_numa_migrate(const placement_request& req, const cfs_features& f);
 
 }  // namespace usched::cfs

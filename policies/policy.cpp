@@ -7,6 +7,8 @@ detach_verdict policy::can_detach(const fiber_view& f, const detach_env& env) co
   return kernel_detach_rule(f, env);
 }
 
+numa_migration policy::numa_migrate(const placement_request&) const { return {}; }
+
 detach_verdict kernel_detach_rule(const fiber_view& f, const detach_env& env) noexcept {
   switch (env.type) {
     case migration_type::migrate_load: {

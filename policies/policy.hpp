@@ -51,6 +51,13 @@ struct cpu_snapshot {
   // none or nothing running) and its load_avg.
   int curr_preferred_node = -1;
   unsigned long curr_load = 0;
+  // Of nr_running, the fibers that prefer a node (rq->nr_numa_running) and
+  // those running or queued on the node they prefer
+  // (rq->nr_preferred_running): what v4.19's fbq_classify_rq() reads.
+  // Filled only for policies with policy_traits::counts_numa_fibers; 0
+  // otherwise.
+  unsigned nr_numa_running = 0;
+  unsigned nr_preferred_running = 0;
   // Wake-up placement (select_idle_sibling()): whether this worker's LLC
   // may hold a wholly idle core (sd_llc_shared->has_idle_cores; true when
   // unknown), and, for the placing worker only (0 for the others), its
@@ -170,6 +177,16 @@ struct detach_env {
   unsigned nr_balance_failed = 0;
   unsigned cache_nice_tries = 0;
   unsigned long src_capacity = capacity_scale;
+  // For v4.19's migrate_degrades_locality(): whether the level spans NUMA
+  // nodes (SD_NUMA), the nodes of the source and the destination, and the
+  // source's nr_running and nr_preferred_running as they are when the
+  // fiber is considered. The counts are 0 unless the policy has
+  // policy_traits::counts_numa_fibers.
+  bool numa_level = false;
+  int src_node = 0;
+  int dst_node = 0;
+  unsigned src_nr_running = 0;
+  unsigned src_nr_preferred_running = 0;
 };
 
 // can_detach()'s answer: skip this fiber, or take it and count `amount`
@@ -265,6 +282,28 @@ struct policy_traits {
   // balance_interval x busy_factor (get_sd_balance_interval(), v5.10), so
   // that the levels do not balance in step.
   bool shortens_busy_interval = true;
+
+  // Whether NUMA placement runs on v4.19's cadence instead of at every
+  // wake-up: from the tick of the worker running a fiber that prefers a
+  // node, once per numa_migrate_retry interval, the engine asks
+  // numa_migrate() and moves the running fiber (and, for a swap, the other
+  // worker's) as the kernel's migrate_task_to()/migrate_swap() do
+  // (engine::tick). select_cpu() then leaves the preferred node out.
+  bool numa_migrate_on_tick = false;
+
+  // Whether the engine keeps each runqueue's counts of fibers that prefer
+  // a node and of those on it (cpu_snapshot::nr_numa_running,
+  // nr_preferred_running; detach_env's), for v4.19's fbq_type and
+  // migrate_degrades_locality().
+  bool counts_numa_fibers = false;
+};
+
+// The outcome of a NUMA migration search (task_numa_migrate()): cpu < 0,
+// stay; otherwise move the fiber there, or, with swap, exchange it with the
+// fiber running on cpu (migrate_swap()).
+struct numa_migration {
+  int cpu = -1;
+  bool swap = false;
 };
 
 class policy {
@@ -296,6 +335,12 @@ class policy {
   // one; util skips a fiber whose util exceeds what is left; load skips one
   // whose load, halved for each failed attempt, exceeds it; misfit takes one.
   virtual detach_verdict can_detach(const fiber_view& f, const detach_env& env) const;
+
+  // numa_migrate() is task_numa_migrate() for the running fiber of worker
+  // req.prev (req.fiber; its load is in that worker's runnable_load), asked
+  // by the tick where traits().numa_migrate_on_tick: where it should go to
+  // be on or nearer its preferred node. The default stays.
+  virtual numa_migration numa_migrate(const placement_request& req) const;
 
  private:
   policy_traits traits_;

@@ -101,6 +101,10 @@ struct experiment {
   // names the files.
   std::vector<std::string> figure_policies;
   std::string figure;
+  // Nearby workloads for a sensitivity study, in the form of the
+  // experiment's own (workload texts, or schbench arguments), each run
+  // under the same rows and check.
+  std::vector<std::string> nearby;
 };
 
 // ---- metrics -----------------------------------------------------------------
@@ -598,9 +602,24 @@ std::vector<experiment> experiments() {
       return s;
     };
     x.notes =
-        "usched places by preferred node when a fiber wakes; it has no NUMA hinting faults, no scan period "
-        "and no memory to move, so the counts are the tug of war between placement and balancing alone, over "
-        "a 10 s run rather than the thread's hour of NAS class D.";
+        "The two 4.19 rows run the NUMA search as 4.19 did: never at a wake-up, but from the tick of the worker "
+        "running a fiber off its preferred node, every 62 ms (numa_migrate_retry with the scan period at its "
+        "1000 ms start), moving the running fiber or swapping it with another; their balancer has 4.19's "
+        "fbq_type and migrate_degrades_locality(). The cfs row keeps v5.10's search at every wake-up and its "
+        "balancer. usched has no NUMA hinting faults, no growing scan period and no memory to move, so the "
+        "counts are the tug of war between NUMA moves and balancing alone, over a 10 s run rather than the "
+        "thread's hour of NAS class D.";
+    x.nearby = {
+        "runtime {r}s\nfiber worker x4 node=0\n  run 2ms\n  sleep 1ms\n  repeat\n",
+        "runtime {r}s\nfiber worker x4 node=0\n  run 8ms\n  sleep 1ms\n  repeat\n",
+        "runtime {r}s\nfiber worker x4 node=0\n  run 4ms\n  sleep 500us\n  repeat\n",
+        "runtime {r}s\nfiber worker x4 node=0\n  run 4ms\n  sleep 2ms\n  repeat\n",
+        "runtime {r}s\nfiber worker x4 node=0\n  run 2ms\n  sleep 500us\n  repeat\n",
+        "runtime {r}s\nfiber worker x4 node=0\n  run 8ms\n  sleep 2ms\n  repeat\n",
+        "runtime {r}s\nfiber worker x3 node=0\n  run 4ms\n  sleep 1ms\n  repeat\n",
+        "runtime {r}s\nfiber worker x5 node=0\n  run 4ms\n  sleep 1ms\n  repeat\n",
+        "runtime {r}s\nfiber worker x8 node=0\n  run 4ms\n  sleep 1ms\n  repeat\n",
+    };
     xs.push_back(std::move(x));
   }
   return xs;

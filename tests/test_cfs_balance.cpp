@@ -991,3 +991,79 @@ TEST_CASE("NUMA: a pair of fibers may stay on its node (adjust_numa_imbalance)",
     CHECK(cfs::adjust_numa_imbalance(3, 1, 0) == 3);
   }
 }
+
+TEST_CASE("seed 002: v4.19's fbq_type leaves runqueues of well-placed fibers alone on NUMA levels",
+          "[cfs][numa]") {
+  CHECK(cfs::fbq_classify(2, 1, 1) == cfs::fbq_type::regular);
+  CHECK(cfs::fbq_classify(2, 2, 1) == cfs::fbq_type::remote);
+  CHECK(cfs::fbq_classify(2, 2, 2) == cfs::fbq_type::all);
+  // Worker 0 balances; in the busiest group, worker 2 runs three fibers all
+  // on their node (all), worker 3 two fibers away from theirs (remote).
+  const sched_domain numa = domain_of(usched::SD_NUMA, {{0, 1}, {2, 3}});
+  std::vector<cpu_snapshot> cpus = {idle_cpu(), idle_cpu(), busy(3), busy(2)};
+  cpus[2].nr_numa_running = 3;
+  cpus[2].nr_preferred_running = 3;
+  cpus[3].nr_numa_running = 2;
+  const balance_request req = request(numa, cpus, 0, cpu_idle_type::idle, false);
+  const sched_group& group = numa.groups[1];
+  cfs_features v4_19;
+  v4_19.numa_v4_19 = true;
+  CHECK(cfs::fbq_classify_group(req, group) == cfs::fbq_type::remote);
+  // v5.10 takes the worker with the most fibers; v4.19 the remote one.
+  CHECK(cfs::find_busiest_queue(req, group, migration_type::migrate_task, 1, cfs_features{}) == 2);
+  CHECK(cfs::find_busiest_queue(req, group, migration_type::migrate_task, 1, v4_19, cfs::fbq_type::remote) == 3);
+  CHECK(cfs::find_busiest_queue(req, group, migration_type::migrate_task, 1, v4_19, cfs::fbq_type::all) == 2);
+  const usched::balance_decision d = cfs::find_busiest_group(req, v4_19);
+  CHECK(d.busiest == 3);
+  // Off SD_NUMA levels there are no classes.
+  const sched_domain pkg = domain_of(0, {{0, 1}, {2, 3}});
+  const balance_request in_pkg = request(pkg, cpus, 0, cpu_idle_type::idle, false);
+  CHECK(cfs::find_busiest_queue(in_pkg, pkg.groups[1], migration_type::migrate_task, 1, v4_19,
+                                cfs::fbq_type::regular) == 2);
+}
+
+TEST_CASE("seed 002: v4.19's migrate_degrades_locality() decides before cache hotness", "[cfs][numa]") {
+  cfs_features v4_19;
+  v4_19.numa_v4_19 = true;
+  detach_env env;
+  env.type = migration_type::migrate_task;
+  env.imbalance = 1;
+  env.idle = cpu_idle_type::idle;
+  env.cache_nice_tries = 2;
+  env.numa_level = true;
+  env.src_node = 0;
+  env.dst_node = 1;
+  env.src_nr_running = 2;
+  env.src_nr_preferred_running = 1;
+  fiber_view home;  // prefers the source's node, cold
+  home.preferred_node = 0;
+  fiber_view away;  // prefers the destination's node, hot
+  away.preferred_node = 1;
+  away.cache_hot = true;
+  CHECK(cfs::migrate_degrades_locality(home, env) == 1);
+  CHECK(cfs::migrate_degrades_locality(away, env) == 0);
+  CHECK_FALSE(cfs::can_detach(home, env, v4_19).take);
+  CHECK(cfs::can_detach(home, env, cfs_features{}).take);
+  CHECK(cfs::can_detach(away, env, v4_19).take);
+  CHECK_FALSE(cfs::can_detach(away, env, cfs_features{}).take);
+  // Failing long enough overrides locality as it does hotness.
+  env.nr_balance_failed = 3;
+  CHECK(cfs::can_detach(home, env, v4_19).take);
+  env.nr_balance_failed = 0;
+  // Every fiber of the source on its own node: locality has no say.
+  env.src_nr_preferred_running = 2;
+  CHECK(cfs::migrate_degrades_locality(home, env) == -1);
+  CHECK(cfs::can_detach(home, env, v4_19).take);
+  // Between two nodes it does not prefer: no say onto an idle worker, not
+  // worse onto a busy one; within a node or below SD_NUMA, no say.
+  fiber_view third;
+  third.preferred_node = 2;
+  third.cache_hot = true;
+  CHECK(cfs::migrate_degrades_locality(third, env) == -1);
+  CHECK_FALSE(cfs::can_detach(third, env, v4_19).take);
+  env.idle = cpu_idle_type::not_idle;
+  CHECK(cfs::migrate_degrades_locality(third, env) == 0);
+  CHECK(cfs::can_detach(third, env, v4_19).take);
+  env.numa_level = false;
+  CHECK(cfs::migrate_degrades_locality(away, env) == -1);
+}

@@ -297,9 +297,20 @@ TEST_CASE("seed 002: a move onto an idle worker that unbalances the nodes is ref
     CHECK(choice.cpu == 7);
     CHECK_FALSE(choice.swap);
     CHECK(cfs::select_task_rq(req, rc1) == 7);
-    CHECK(usched::make_policy("cfs-numa-v4.19-rc1")->select_cpu(req) == 7);
-    CHECK(usched::make_policy("cfs-numa-mel")->select_cpu(req) == 1);
     CHECK(usched::make_policy("cfs")->select_cpu(req) == 1);
+    // The registered 4.19 pair never asks at a wake-up: the fiber stays on
+    // its idle prev, and the same search runs from the tick for it running
+    // there (its load then counted on node 0, 1024 vs 3072 as above).
+    CHECK(usched::make_policy("cfs-numa-v4.19-rc1")->select_cpu(req) == 1);
+    CHECK(usched::make_policy("cfs-numa-mel")->select_cpu(req) == 1);
+    m.run(1, full_load, 1);
+    const placement_request tick = m.wake(1, 1, fiber_of(full_load, 1));
+    const usched::numa_migration rc1_tick = usched::make_policy("cfs-numa-v4.19-rc1")->numa_migrate(tick);
+    CHECK(rc1_tick.cpu == 7);
+    CHECK_FALSE(rc1_tick.swap);
+    CHECK(usched::make_policy("cfs-numa-mel")->numa_migrate(tick).cpu == -1);
+    // cfs keeps its wake-up placement and has no tick search.
+    CHECK(usched::make_policy("cfs")->numa_migrate(tick).cpu == -1);
   }
 
   SECTION("with node 0 as loaded as node 1 the same move is allowed") {
@@ -621,4 +632,41 @@ TEST_CASE("select_task_rq: degenerate requests still name a valid worker", "[cfs
   // A wake-up with no prev is placed as if the fiber last ran on the waker.
   m.run(2);
   CHECK(cfs::select_task_rq(m.wake(2, -1), cfs_features{}) == 2);
+}
+
+TEST_CASE("seed 002: task_numa_migrate() counts the running fiber's load once and reports a swap",
+          "[cfs][placement][numa]") {
+  // Worker 0 runs the fiber (prefers node 1) and worker 1 another fiber:
+  // node 0 2048, node 1 1024 with worker 4 running a fiber that wants node
+  // 0 (swap worth 2000) and 5-7 idle.
+  machine m(numa_machine, 8);
+  m.run(0, full_load, 1).run(1).run(4, full_load, 0);
+  const placement_request req = m.wake(0, 0, fiber_of(full_load, 1));
+  cfs_features v4_19 = with_rule(numa_idle_rule::srikar);
+  v4_19.numa_v4_19 = true;
+  // Counted once, a move is 1024 vs 2048 from 2048 vs 1024: balanced, and
+  // the swap beats it under srikar.
+  const usched::numa_migration srikar = cfs::task_numa_migrate(req, v4_19);
+  CHECK(srikar.cpu == 4);
+  CHECK(srikar.swap);
+  v4_19.numa_rule = numa_idle_rule::mel;
+  const usched::numa_migration mel = cfs::task_numa_migrate(req, v4_19);
+  CHECK(mel.cpu == 5);
+  CHECK_FALSE(mel.swap);
+
+  SECTION("the running fiber's load is in its worker's already") {
+    // Node 0 runs the fiber alone, node 1 one fiber at home: 1024 each,
+    // and moving would make it 0 against 2048. Counted again (as a woken
+    // fiber is), node 0 would look 2048 and the move balanced.
+    machine lone(numa_machine, 8);
+    lone.run(0, full_load, 1).run(4, full_load, 1);
+    const placement_request running = lone.wake(0, 0, fiber_of(full_load, 1));
+    CHECK(cfs::task_numa_migrate(running, v4_19).cpu == -1);
+    CHECK(cfs::task_numa_find_cpu(running, 0, 1, v4_19, false).cpu == 5);
+  }
+  // Already on its node, or without one: nothing.
+  CHECK(cfs::task_numa_migrate(m.wake(4, 4, fiber_of(full_load, 1)), v4_19).cpu == -1);
+  CHECK(cfs::task_numa_migrate(m.wake(0, 0, fiber_of(full_load)), v4_19).cpu == -1);
+  // The wake-up placement leaves the preferred node out.
+  CHECK(cfs::select_task_rq(m.wake(0, 2, fiber_of(full_load, 1)), v4_19) == 2);
 }

@@ -1002,6 +1002,53 @@ TEST_CASE("engine: an active balance moves the fiber that ran least recently, at
   CHECK(e.pick_next(1, nullptr, prev_action::requeue, 13 * ms) == &a);
 }
 
+TEST_CASE("engine: v4.19's NUMA migration runs from the tick at the retry time, not at the wake-up",
+          "[engine][cfs][numa]") {
+  // Workers 0-1 on node 0, 2-3 on node 1; the fiber prefers node 1 and is
+  // woken from worker 0, where it last ran.
+  constexpr std::int64_t ms = 1'000'000;
+  std::vector<usched::cpu_snapshot> scratch;
+  SECTION("cfs places it on its node at the wake-up") {
+    engine e = make_engine("pack:2 [numa] core:2 pu:1", 4, "cfs");
+    sched_entity a;
+    a.preferred_node = 1;
+    CHECK(e.wake_up(&a, placement_kind::wake, usched::wake_reason::other, 0, 1, scratch, 0).cpu == 2);
+  }
+  SECTION("cfs-numa-mel and cfs-numa-v4.19-rc1 leave it there until the tick's retry") {
+    const std::string policy = GENERATE(as<std::string>{}, "cfs-numa-mel", "cfs-numa-v4.19-rc1");
+    INFO(policy);
+    engine e = make_engine("pack:2 [numa] core:2 pu:1", 4, policy.c_str());
+    sched_entity a;
+    a.preferred_node = 1;
+    CHECK(e.wake_up(&a, placement_kind::wake, usched::wake_reason::other, 0, 1, scratch, 0).cpu == 0);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+    // Runqueue 0 counts it as a NUMA fiber away from its node (fbq remote).
+    CHECK(test_access::rq(e, 0).nr_numa_running.load() == 1);
+    CHECK(test_access::rq(e, 0).nr_preferred_running.load() == 0);
+    // Its last try was at 0: the next is 62 ticks of 1 ms later.
+    test_access::rq(e, 0).numa_migrate_retry = 62 * ms;
+    e.tick(0, 61 * ms, 1, scratch);
+    CHECK_FALSE(e.resched_asked(0));
+    CHECK(test_access::rq(e, 0).active_balance_dst.load() == -1);
+    e.tick(0, 62 * ms, 1, scratch);
+    CHECK(e.resched_asked(0));
+    CHECK(test_access::rq(e, 0).numa_migrate_retry == 124 * ms);
+    // migrate_task_to(): its switch pushes it to node 1's first idle worker.
+    int pushed = -1;
+    CHECK(e.pick_next(0, &a, prev_action::requeue, 62 * ms, &pushed) == nullptr);
+    CHECK(pushed == 2);
+    CHECK(a.cpu.load() == 2);
+    CHECK(test_access::rq(e, 2).nr_running == 1);
+    CHECK(test_access::rq(e, 2).nr_preferred_running.load() == 1);
+    CHECK(test_access::rq(e, 0).nr_numa_running.load() == 0);
+    CHECK(e.counters(0).active_pushes == 1);
+    CHECK(e.pick_next(2, nullptr, prev_action::requeue, 62 * ms) == &a);
+    // On its node, the tick finds nothing to do.
+    e.tick(2, 200 * ms, 1, scratch);
+    CHECK_FALSE(e.resched_asked(2));
+  }
+}
+
 TEST_CASE("engine: an active balance moves a worker's only fiber, and ends with the running fiber's block",
           "[engine][cfs]") {
   constexpr std::int64_t ms = 1'000'000;

@@ -247,6 +247,11 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
   env.src_capacity = domains_.cpu_capacity.empty()
                          ? capacity_scale
                          : domains_.cpu_capacity[static_cast<std::size_t>(decision.busiest)];
+  env.numa_level = sd && sd->has_flag(SD_NUMA);
+  if (!domains_.cpu_node.empty()) {
+    env.src_node = domains_.cpu_node[static_cast<std::size_t>(decision.busiest)];
+    env.dst_node = domains_.cpu_node[static_cast<std::size_t>(dst)];
+  }
   // Whether a fiber is cache-hot (it ran less than the migration cost ago);
   // the policy decides what that means. Since v5.10 nothing is hot between
   // SMT siblings, which share every cache (task_hot()); the policy says
@@ -272,6 +277,10 @@ unsigned engine::detach_fibers(int dst, const balance_decision& decision, cpu_id
     }
     if (tracks_load()) pelt_update(se->avg, now(), se->weight, true, false);
     const fiber_view v = view_of(*se, now, hot_check);
+    // As the kernel's env->src_rq reads them for this fiber: after the
+    // fibers this pass already took.
+    env.src_nr_running = src.nr_running;
+    env.src_nr_preferred_running = src.nr_preferred_running.load(std::memory_order_relaxed);
     const detach_verdict verdict = policy_->can_detach(v, env);
     if (!verdict.take) {
       se = next;
@@ -313,6 +322,7 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const
     se->on_rq.store(true, std::memory_order_release);
     ++q.nr_running;
     q.load_weight += se->weight;
+    account_numa(dst, q, *se, 1);
     queue_insert(q, se);
     check_preempt(dst, q, *se);
   }
@@ -327,6 +337,7 @@ void engine::detach_entity(runqueue& src, sched_entity& se) noexcept {
   queue_remove(src, &se);
   --src.nr_running;
   src.load_weight -= se.weight;
+  account_numa(static_cast<int>(&src - rqs_.get()), src, se, -1);
   if (tracks_load()) {
     src.pelt.dequeue_runnable(se.avg);
     src.pelt.detach(se.avg);

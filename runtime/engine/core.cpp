@@ -182,6 +182,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     } else {
       --q.nr_running;
       q.load_weight -= prev->weight;
+      account_numa(cpu, q, *prev, -1);
       leave_signals(q, *prev, action);
       load_changed = true;
       // Last: from here a waker that claimed the fiber may enqueue it (and
@@ -197,9 +198,18 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   // waits for the next one.)
   sched_entity* pushed = nullptr;
   int push_dst = -1;
+  bool numa_push = false;
   if (prev && q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {
     push_dst = q.active_balance_dst.exchange(-1, std::memory_order_relaxed);
-    pushed = active_balance_victim(q, push_dst);
+    numa_push = push_dst >= runqueue::numa_push_tag;
+    if (numa_push) {
+      push_dst -= runqueue::numa_push_tag;
+      // A NUMA migration (migrate_task_to()): the fiber the tick judged,
+      // if its switch requeued it, and none other.
+      pushed = action == prev_action::requeue && prev->pinned < 0 && push_dst != cpu ? prev : nullptr;
+    } else {
+      pushed = active_balance_victim(q, push_dst);
+    }
     if (pushed) {
       if (tracks_load()) pelt_update(pushed->avg, now(), pushed->weight, true, false);
       detach_entity(q, *pushed);
@@ -258,9 +268,11 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     if (tracer_) [[unlikely]] trace_migrate(trace_id(pushed), cpu, push_dst, migrate_cause::active, -1, cpu, now);
     attach_fibers(push_dst, &pushed, 1, now);
     counters_[static_cast<std::size_t>(cpu)].active_pushes.add();
+    if (pushed_to) *pushed_to = push_dst;
     // The worker that asked starts its failure count afresh at the lowest
     // level it shares with this one (the stopper's reset); it applies it
-    // at its next pass.
+    // at its next pass. A NUMA migration was asked by no balance.
+    if (numa_push) return next;
     const auto& chain = domains_.per_cpu[static_cast<std::size_t>(push_dst)];
     for (std::size_t l = 0; l < chain.size(); ++l) {
       const auto& span = chain[l].span;
@@ -269,7 +281,6 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
         break;
       }
     }
-    if (pushed_to) *pushed_to = push_dst;
   }
   return next;
 }
@@ -292,6 +303,7 @@ sched_entity* engine::leave_fifo(int cpu, sched_entity* prev, prev_action action
   if (joined) take_handoff(cpu, q, joined);
   --q.nr_running;
   q.load_weight -= prev->weight;
+  account_numa(cpu, q, *prev, -1);
   sched_entity* next = q.head;
   if (next) queue_remove(q, next);
   q.curr = next;
@@ -335,8 +347,73 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     q.lock.unlock();
   }
   tick_result r;
+  if (traits_.numa_migrate_on_tick) numa_migrate(cpu, now, random, scratch);
   if (traits_.balances_periodically) rebalance_domains(cpu, now, random, scratch, r);
   return r;
+}
+
+namespace {
+
+// sysctl_numa_balancing_scan_period_min of v4.19, in ms: where a task's
+// scan period starts, and where task_numa_migrate() puts it back after
+// every move it finds (task_scan_min(), for a task whose memory takes more
+// than one scan window). Its growth while a task's faults stay local
+// (update_task_scan_period()) is not modelled: a fiber off its preferred
+// node is the case that keeps it at the minimum.
+constexpr std::int64_t numa_scan_period_min_ms = 1000;
+
+// numa_migrate_preferred()'s retry interval: min(HZ, msecs_to_jiffies(scan
+// period) / 16) jiffies, a jiffy being the tick: 62 ticks of 1 ms (62.5 ms
+// rounded down to whole jiffies).
+std::int64_t numa_migrate_retry_ns(std::int64_t tick_ns) noexcept {
+  const std::int64_t hz = std::max<std::int64_t>(1, 1'000'000'000 / std::max<std::int64_t>(1, tick_ns));
+  const std::int64_t jiffies = std::min(hz, numa_scan_period_min_ms * hz / 1000 / 16);
+  return std::max<std::int64_t>(1, jiffies) * tick_ns;
+}
+
+}  // namespace
+
+void engine::numa_migrate(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch) {
+  runqueue& q = rq(cpu);
+  // Only this worker's thread switches its running fiber: curr is stable.
+  sched_entity* se = q.curr;
+  if (se == nullptr || se->preferred_node < 0 || se->pinned >= 0 || domains_.cpu_node.empty()) return;
+  if (now() < q.numa_migrate_retry) return;
+  // numa_migrate_preferred(): the next try is an interval away, whether
+  // this one moves the fiber, finds nothing, or finds it on its node.
+  q.numa_migrate_retry = now() + numa_migrate_retry_ns(cfg_.tick_ns);
+  if (domains_.cpu_node[static_cast<std::size_t>(cpu)] == se->preferred_node) return;
+  snapshot(scratch, now);
+  placement_request req;
+  req.kind = placement_kind::wake;
+  req.origin = cpu;
+  req.prev = cpu;
+  req.fiber = view_of(*se, now, false);
+  req.cpus = scratch;
+  req.domains = &domains_;
+  req.random = random;
+  const numa_migration m = policy_->numa_migrate(req);
+  if (m.cpu < 0 || m.cpu == cpu || static_cast<std::size_t>(m.cpu) >= nr_cpus()) return;
+  // migrate_task_to() stops this worker and moves its running fiber; a
+  // cooperative worker gives it up at its next preempt point, which the
+  // request asks for. migrate_swap() stops both: the fiber running on the
+  // other worker comes here the same way, if that worker has none to push
+  // already (the kernel's swap fails then too, as the two tasks must still
+  // be where they were judged).
+  if (!request_push_curr(cpu, m.cpu)) return;
+  if (m.swap) request_push_curr(m.cpu, cpu);
+}
+
+bool engine::request_push_curr(int cpu, int dst) noexcept {
+  runqueue& q = rq(cpu);
+  int none = -1;
+  if (!q.active_balance_dst.compare_exchange_strong(none, runqueue::numa_push_tag + dst, std::memory_order_relaxed)) {
+    return false;
+  }
+  q.resched_cause.store(static_cast<std::uint8_t>(stop_reason::preempt_balance), std::memory_order_relaxed);
+  q.need_resched.store(true, std::memory_order_relaxed);
+  active_requests_.n.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace usched::detail

@@ -515,6 +515,28 @@ class engine {
   fiber_view view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept;
   void apply_effects(const placement_effects& fx, sched_entity& se, int origin, bool by_origin) noexcept;
   void update_idle_core(int cpu) noexcept;
+  // account_numa(): se joins (delta +1) or leaves (-1) cpu's runnable
+  // fibers: the kernel's account_numa_enqueue()/account_numa_dequeue(),
+  // for policies with policy_traits::counts_numa_fibers. q locked.
+  void account_numa(int cpu, runqueue& q, const sched_entity& se, int delta) noexcept {
+    if (!traits_.counts_numa_fibers || se.preferred_node < 0) return;
+    const auto d = static_cast<unsigned>(delta);
+    q.nr_numa_running.store(q.nr_numa_running.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    if (!domains_.cpu_node.empty() && se.preferred_node == domains_.cpu_node[static_cast<std::size_t>(cpu)]) {
+      q.nr_preferred_running.store(q.nr_preferred_running.load(std::memory_order_relaxed) + d,
+                                   std::memory_order_relaxed);
+    }
+  }
+  // numa_migrate() is the tick's task_numa_fault() -> numa_migrate_preferred()
+  // for cpu's running fiber (policy_traits::numa_migrate_on_tick): once
+  // its retry time has come, and the fiber is off its preferred node, ask
+  // the policy (task_numa_migrate()) and ask for the move it finds. Called
+  // by cpu's own worker, no lock held.
+  void numa_migrate(int cpu, const now_source& now, std::uint64_t random, std::vector<cpu_snapshot>& scratch);
+  // request_push_curr(): ask `cpu` to push its running fiber to `dst` at
+  // its next switch (migrate_task_to()'s stopper move; engine::pick_next).
+  // False when a push is already asked of cpu.
+  bool request_push_curr(int cpu, int dst) noexcept;
   unsigned llc_busy_cpus(int cpu) const noexcept;
   // stays_unbalanced(): a spawn from worker `origin` that stays there
   // because fork balancing is off (engine_config::fork_balance), without

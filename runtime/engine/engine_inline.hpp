@@ -228,6 +228,7 @@ inline void engine::add_runnable(int cpu, runqueue& q, sched_entity* se, enqueue
   se->on_rq.store(true, std::memory_order_release);
   ++q.nr_running;
   q.load_weight += se->weight;
+  account_numa(cpu, q, *se, 1);
   const bool run_next = !fair_ && !lifo_ && kind == enqueue_kind::spawn_local;
   if (run_next && q.runnext) {
     list_unlink(q, q.runnext);

@@ -118,6 +118,8 @@ pick_result engine::exit_to_joiner_untraced(int cpu, sched_entity* prev, sched_e
   prev->wake_pending = false;
   // One runnable fiber for another: the count stays, the weight changes.
   q.load_weight = q.load_weight - prev->weight + joiner->weight;
+  account_numa(cpu, q, *prev, -1);
+  account_numa(cpu, q, *joiner, 1);
   joiner->on_rq.store(true, std::memory_order_release);
   // Last for prev, as in pick_next(): from here its memory may be reused.
   prev->on_rq.store(false, std::memory_order_release);

@@ -79,6 +79,8 @@ void engine::snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now)
   s.runnable_avg = current(q.runnable_avg_pub, q.removed_runnable);
   s.curr_preferred_node = q.curr_preferred_node.load(std::memory_order_relaxed);
   s.curr_load = q.curr_load.load(std::memory_order_relaxed);
+  s.nr_numa_running = q.nr_numa_running.load(std::memory_order_relaxed);
+  s.nr_preferred_running = q.nr_preferred_running.load(std::memory_order_relaxed);
 }
 
 fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept {

@@ -127,7 +127,12 @@ struct alignas(64) runqueue {
   std::atomic<unsigned> nr_pinned{0};
   // Active balance: a worker whose balancing kept failing asks this one to
   // give it a fiber at its next switch (-1: no request).
+  // A NUMA migration of the running fiber (engine::numa_migrate) asks
+  // with numa_push_tag + the destination, in one store: the switch then
+  // pushes that fiber, requeued, and no other; if it blocked or exited
+  // instead, nothing moves.
   std::atomic<int> active_balance_dst{-1};
+  static constexpr int numa_push_tag = 1 << 24;
   unsigned long load_weight = 0;  // summed weight of queued + curr (under the lock)
 
   // The fair discipline and load tracking, under the lock. The queued
@@ -164,6 +169,12 @@ struct alignas(64) runqueue {
   std::atomic<std::int64_t> pelt_update_pub{0};
   std::atomic<int> curr_preferred_node{-1};
   std::atomic<unsigned long> curr_load{0};
+  // Of nr_running, the fibers that prefer a node, and those on the node
+  // they prefer (rq->nr_numa_running, nr_preferred_running; account_numa),
+  // kept only for policies with policy_traits::counts_numa_fibers. Written
+  // under the lock, read by snapshots.
+  std::atomic<unsigned> nr_numa_running{0};
+  std::atomic<unsigned> nr_preferred_running{0};
   // Contributions of blocked fibers that woke up on another worker, to be
   // subtracted at this runqueue's next update (the kernel's cfs_rq->removed).
   std::atomic<unsigned long> removed_load{0};
@@ -189,6 +200,10 @@ struct alignas(64) runqueue {
   // 1 + the lowest level of this worker's domains that spans both, whose
   // failure count this worker resets at its next pass (0: none).
   std::atomic<int> active_balance_done{0};
+  // When the tick next tries the running fiber's NUMA migration (the
+  // kernel's p->numa_migrate_retry, kept here per worker; engine::numa_migrate).
+  // Only this worker's thread reads and writes it.
+  std::int64_t numa_migrate_retry = 0;
 };
 
 }  // namespace usched::detail
