@@ -832,22 +832,29 @@ TEST_CASE("engine: v4.11's cpu_load[] follows the tick and catches up the ticks 
   CHECK(q.cpu_load[0].load() == tickless);
   CHECK(q.cpu_load[4].load() == busy[4]);
   REQUIRE(tickless == 0);  // its only fiber took its whole runnable load away
-  // Parked for ten ticks, nothing updates the history; a balancer
+  // Parked for five ticks, nothing updates the history; a balancer
   // elsewhere reads it as it was left.
-  test_access::snapshot(e, scratch, now + 10 * ms);
+  test_access::snapshot(e, scratch, now + 5 * ms);
   CHECK(scratch[0].cpu_load[3] == busy[3]);
-  // Its next tick, idle, decays the nine missed ticks and adds one of load
-  // 0: index 1 halves per tick (>> 9); the others by the kernel's
-  // degrade_factor[] for 9 = 1 + 8 missed ticks (128-point scale), then
-  // one step.
-  now += 10 * ms;
+  // Its next tick, idle, decays the four missed ticks and adds one of load
+  // 0: index 1 halves per tick (>> 4); the others by the kernel's
+  // degrade_factor[] for 4 missed ticks (128-point scale), then one step.
+  now += 5 * ms;
   e.tick(0, now, 1, scratch);
   CHECK(q.cpu_load[0].load() == 0);
-  CHECK(q.cpu_load[1].load() == (busy[1] >> 9) >> 1);
-  CHECK(q.cpu_load[2].load() == (((busy[2] * 96 >> 7) * 12 >> 7) * 3) >> 2);
-  CHECK(q.cpu_load[3].load() == (((busy[3] * 112 >> 7) * 43 >> 7) * 7) >> 3);
-  CHECK(q.cpu_load[4].load() == (((busy[4] * 120 >> 7) * 76 >> 7) * 15) >> 4);
+  CHECK(q.cpu_load[1].load() == (busy[1] >> 4) >> 1);
+  CHECK(q.cpu_load[2].load() == ((busy[2] * 40 >> 7) * 3) >> 2);
+  CHECK(q.cpu_load[3].load() == ((busy[3] * 75 >> 7) * 7) >> 3);
+  CHECK(q.cpu_load[4].load() == ((busy[4] * 98 >> 7) * 15) >> 4);
   const std::vector<unsigned long> idle = history();
+  CHECK(idle[1] > 0);
+  // Past degrade_zero_ticks[] a history has decayed to nothing: index 1
+  // after 8 missed ticks.
+  now += 9 * ms;
+  e.tick(0, now, 1, scratch);
+  CHECK(q.cpu_load[1].load() == 0);
+  CHECK(q.cpu_load[2].load() == ((idle[2] * 12 >> 7) * 3) >> 2);
+  const std::vector<unsigned long> later = history();
   // Woken three ticks later, it runs again: one step of the load it wakes
   // with after two missed ticks (index 1: >> 2; index 2: 72 for 2 ticks).
   now += 3 * ms;
@@ -856,8 +863,8 @@ TEST_CASE("engine: v4.11's cpu_load[] follows the tick and catches up the ticks 
   const unsigned long woke = q.pelt.runnable_load_avg;
   REQUIRE(woke > 0);
   CHECK(q.cpu_load[0].load() == woke);
-  CHECK(q.cpu_load[1].load() == ((idle[1] >> 2) + woke + 1) >> 1);
-  CHECK(q.cpu_load[2].load() == ((idle[2] * 72 >> 7) * 3 + woke + 3) >> 2);
+  CHECK(q.cpu_load[1].load() == ((later[1] >> 2) + woke + 1) >> 1);
+  CHECK(q.cpu_load[2].load() == ((later[2] * 72 >> 7) * 3 + woke + 3) >> 2);
 }
 
 TEST_CASE("engine: util_est counts for cfs (v4.17+), not for the v4.11 policies", "[engine][cfs]") {
