@@ -60,16 +60,61 @@ bool contains(const sched_group& group, int cpu) {
 }  // namespace
 
 unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept {
-  return features.blocked_load ? cpu.load_avg : cpu.runnable_load;
+  // The group entity is queued on the root while a fiber is runnable here,
+  // with the group's whole load_avg; dequeued, it left the root's runnable
+  // load to what the runnable fibers' left: nothing, or a rounding.
+  if (features.blocked_load && cpu.nr_running > 0) return cpu.load_avg;
+  return cpu.runnable_load;
+}
+
+unsigned sd_load_idx(const sched_domain& sd, cpu_idle_type idle) noexcept {
+  // sd_init()'s busy_idx, idle_idx and newidle_idx of each kind of level.
+  struct indices {
+    unsigned busy, idle, newidle;
+  };
+  constexpr indices smt{0, 0, 0};
+  constexpr indices llc{2, 0, 0};
+  constexpr indices numa{3, 2, 0};
+  constexpr indices other{2, 1, 0};
+  const indices& level = sd.has_flag(SD_SHARE_CPUCAPACITY)     ? smt
+                         : sd.has_flag(SD_SHARE_PKG_RESOURCES) ? llc
+                         : sd.has_flag(SD_NUMA)                ? numa
+                                                               : other;
+  // get_sd_load_idx().
+  switch (idle) {
+    case cpu_idle_type::not_idle:
+      return level.busy;
+    case cpu_idle_type::newly_idle:
+      return level.newidle;
+    case cpu_idle_type::idle:
+      break;
+  }
+  return level.idle;
+}
+
+unsigned long source_load(const cpu_snapshot& cpu, unsigned load_idx, const cfs_features& features) noexcept {
+  const unsigned long total = cpu_load(cpu, features);
+  if (load_idx == 0 || load_idx > cpu_snapshot::cpu_load_indices) return total;
+  return std::min(cpu.cpu_load[load_idx - 1], total);
+}
+
+unsigned long target_load(const cpu_snapshot& cpu, unsigned load_idx, const cfs_features& features) noexcept {
+  const unsigned long total = cpu_load(cpu, features);
+  if (load_idx == 0 || load_idx > cpu_snapshot::cpu_load_indices) return total;
+  return std::max(cpu.cpu_load[load_idx - 1], total);
 }
 
 sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& group, bool local,
                                unsigned pct, const cfs_features& features) {
   sg_lb_stats sgs;
+  // v4.11 biases the balance towards the destination's own group: its
+  // workers count their higher load, the others their lower.
+  const unsigned load_idx = features.load_idx && req.sd != nullptr ? sd_load_idx(*req.sd, req.idle) : 0;
   for (const int i : group.cpus) {
     assert(i >= 0 && static_cast<std::size_t>(i) < req.cpus.size());
     const cpu_snapshot& rq = req.cpus[static_cast<std::size_t>(i)];
-    sgs.group_load += cpu_load(rq, features);
+    sgs.group_load += local ? target_load(rq, load_idx, features) : source_load(rq, load_idx, features);
+    sgs.sum_weighted_load += cpu_load(rq, features);
     sgs.group_util += rq.util_avg;
     sgs.group_runnable += rq.runnable_avg;
     sgs.sum_h_nr_running += rq.nr_running;
@@ -213,27 +258,24 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
 
 namespace {
 
-// update_sg_lb_stats() and group_classify() of v4.11 for one group. The
-// load of a worker is its load at index 0 (weighted_cpuload()), which is
-// what the idle and newly-idle passes of the SMT and LLC levels read; the
-// busy passes' decayed cpu_load[] indices are not modelled.
+// update_sg_lb_stats() and group_classify() of v4.11 for one group, from
+// the sums update_sg_lb_stats() made: avg_load from the group's load at the
+// pass's load index (features.load_idx), the load per fiber from the
+// current loads (sum_weighted_load).
 v4_11_sg_stats v4_11_stats_of(unsigned pct, const sg_lb_stats& sgs) noexcept {
   v4_11_sg_stats r;
   r.no_capacity = group_is_overloaded(pct, sgs, capacity_signals::util);
   r.type = r.no_capacity ? v4_11_group::overloaded : v4_11_group::other;
   r.avg_load = scaled(sgs.group_load, sgs.group_capacity);
-  if (sgs.sum_nr_running > 0) r.load_per_task = sgs.group_load / sgs.sum_nr_running;
+  if (sgs.sum_nr_running > 0) r.load_per_task = sgs.sum_weighted_load / sgs.sum_nr_running;
   return r;
 }
 
 // update_sd_pick_busiest() of v4.11: the higher type wins, then strictly
-// higher avg_load. A group running nothing is never picked: in the kernel
-// its runnable load is 0, and the blocked load that usched's load_avg keeps
-// on an idle worker reached the root's runnable load only through a group
-// entity that was still queued (seeds/003).
-bool v4_11_pick_busiest(const sg_lb_stats& sgs, const v4_11_sg_stats& candidate,
-                        const v4_11_sg_stats& busiest) noexcept {
-  if (sgs.sum_nr_running == 0) return false;
+// higher avg_load. Nothing else: a group running nothing whose workers
+// still show a rounding's worth of runnable load can be picked, and
+// find_busiest_group() then finds it balanced (v4_11_find_imbalance).
+bool v4_11_pick_busiest(const v4_11_sg_stats& candidate, const v4_11_sg_stats& busiest) noexcept {
   if (candidate.type != busiest.type) return candidate.type > busiest.type;
   return candidate.avg_load > busiest.avg_load;
 }
@@ -281,7 +323,7 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
         v4.no_capacity = true;
         v4.type = v4_11_group::overloaded;
       }
-      if (v4_11_pick_busiest(sgs, v4, sds.v4_11_busiest)) {
+      if (v4_11_pick_busiest(v4, sds.v4_11_busiest)) {
         sds.busiest = static_cast<int>(g);
         sds.busiest_stat = sgs;
         sds.v4_11_busiest = v4;

@@ -37,7 +37,10 @@ struct sg_lb_stats {
   // group_load * 1024 / group_capacity; computed only for overloaded groups
   // (and for the local group by calculate_imbalance when it must take load).
   unsigned long avg_load = 0;
-  unsigned long group_load = 0;      // Σ cpu_load(): runnable load, or load_avg (see cpu_load)
+  // Σ cpu_load(); under cfs_features::load_idx, Σ target_load() for the
+  // local group and Σ source_load() for the others.
+  unsigned long group_load = 0;
+  unsigned long sum_weighted_load = 0;  // Σ cpu_load(), whatever the index (v4.11's load_per_task)
   unsigned long group_capacity = 0;  // Σ capacity_of()
   unsigned long group_util = 0;      // Σ cpu_util()
   unsigned long group_runnable = 0;  // Σ cpu_runnable()
@@ -66,7 +69,7 @@ struct v4_11_sg_stats {
   v4_11_group type = v4_11_group::other;
   bool no_capacity = false;
   unsigned long avg_load = 0;       // group_load * 1024 / group_capacity
-  unsigned long load_per_task = 0;  // group_load / sum_nr_running (0 for an empty group)
+  unsigned long load_per_task = 0;  // sum_weighted_load / sum_nr_running (0 for an empty group)
 };
 
 // Statistics of one domain: the kernel's struct sd_lb_stats.
@@ -100,12 +103,28 @@ struct lb_imbalance {
   bool operator==(const lb_imbalance&) const = default;
 };
 
-// cpu_load() is the load of one worker as the balancer counts it: the
-// runnable load (queued and running fibers only, the pre-5.7 kernel's
-// runnable_load_avg), or load_avg, which also holds the decaying load of
-// fibers that blocked there, when features.blocked_load
-// (seeds/003).
+// cpu_load() is the load of one worker as the balancer counts it (v4.11's
+// weighted_cpuload(), the root's runnable_load_avg): the runnable load
+// (queued and running fibers only), or, when features.blocked_load (the
+// fibers are one cgroup's, seeds/003), the group entity's load while the
+// worker runs a fiber: load_avg, which also holds the decaying load of
+// fibers that blocked there; on a worker running nothing the entity is
+// dequeued and only the runnable load, nothing or a rounding, is left.
 unsigned long cpu_load(const cpu_snapshot& cpu, const cfs_features& features) noexcept;
+
+// sd_load_idx() is v4.11's get_sd_load_idx(): the load index a pass of
+// kind `idle` reads at level `sd`, from sd_init()'s busy_idx, idle_idx and
+// newidle_idx (2, 0, 0 at a level sharing a cache; 2, 1, 0 at a package
+// level; 3, 2, 0 across NUMA nodes; 0 between SMT siblings).
+unsigned sd_load_idx(const sched_domain& sd, cpu_idle_type idle) noexcept;
+
+// source_load() and target_load() are v4.11's, with LB_BIAS (on by
+// default then): at load index 0 the current load (cpu_load()); at index
+// k > 0 the lower (source: a worker to pull from counts low) or the higher
+// (target: the destination's group counts high) of the current load and the
+// history cpu.cpu_load[k - 1].
+unsigned long source_load(const cpu_snapshot& cpu, unsigned load_idx, const cfs_features& features) noexcept;
+unsigned long target_load(const cpu_snapshot& cpu, unsigned load_idx, const cfs_features& features) noexcept;
 
 // update_sg_lb_stats() sums the statistics of `group` of req.sd and
 // classifies it with imbalance_pct `pct`. `local` says the group holds

@@ -20,6 +20,10 @@ policy_traits cfs_traits(const cfs_features& features) noexcept {
   t.shortens_busy_interval = features.shortens_busy_interval;
   t.numa_migrate_on_tick = features.numa_v4_19;
   t.counts_numa_fibers = features.numa_v4_19;
+  t.util_est = features.util_est;
+  if (features.load_idx) {
+    t.cpu_load_signal = features.blocked_load ? weighted_load::group_entity : weighted_load::runnable;
+  }
   return t;
 }
 
@@ -50,10 +54,13 @@ cfs_features cfs_v5_9_features() noexcept {
 
 // v4.11 as the v5.9 base (imbalance_pct 125 above the LLC, busy_factor 32,
 // no SMT cache-hot exemption, the full busy interval) with v4.11's
-// balancing pass and without the idlest-group util tie-break of v5.9.
+// balancing pass and load indices, without the idlest-group util tie-break
+// of v5.9 and without util_est (v4.17).
 cfs_features cfs_v4_11_features() noexcept {
   cfs_features f = cfs_v5_9_features();
   f.v4_11_balance = true;
+  f.load_idx = true;
+  f.util_est = false;
   f.idlest_util_tiebreak = false;
   return f;
 }

@@ -15,9 +15,10 @@ namespace usched {
 
 // cfs_traits() are the fixed facts of every CFS-family policy (the fair
 // discipline, newly-idle and periodic balancing, wake-ups that read only the
-// LLCs involved) with those that differ between kernel versions taken
-// from `features` (the busy interval's factor and shortening, SMT cache
-// hotness, v4.19's NUMA cadence and counts).
+// LLCs involved) with those that differ between kernel versions taken from
+// `features`: busy_factor, the SMT cache-hot exemption, the shortened busy
+// interval, v4.19's NUMA cadence and counts, util_est, and the load history
+// the balance passes read (load_idx, whose load is blocked_load's).
 policy_traits cfs_traits(const cfs_features& features) noexcept;
 
 class cfs_policy final : public policy {

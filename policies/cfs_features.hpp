@@ -38,10 +38,27 @@ struct cfs_features {
   // util check when the destination is idle (env->idle != CPU_NOT_IDLE).
   bool idle_skips_util_check = false;
 
-  // seeds/003, `cfs-blocked-load`: the busiest-group choice counts load
-  // including the decaying load of blocked fibers (load_avg). Off: runnable
-  // load only (`cfs-runnable-load`).
+  // seeds/003, `cfs-blocked-load`: the fibers are tasks of one cgroup, so
+  // the load of a busy worker, as the root's runnable_load_avg saw it, is
+  // the group entity's: the group's load_avg, with the decaying load of its
+  // blocked fibers; an idle worker's group entity is dequeued and counts
+  // nothing (cfs::cpu_load()). Off: the root cgroup, runnable load only
+  // (`cfs-runnable-load`).
   bool blocked_load = false;
+
+  // seeds/003: the balance passes read v4.11's per-CPU load indices
+  // (rq->cpu_load[], kept by the engine at each tick with the catch-up of
+  // ticks missed while idle): each level's busy_idx, idle_idx and
+  // newidle_idx (sd_init(): 2, 0, 0 at the LLC, 2, 1, 0 above it without
+  // NUMA, 3, 2, 0 across NUMA nodes, 0 at SMT), the load of a worker of the
+  // local group being the higher of its indexed and its current load
+  // (target_load()), of a remote one the lower (source_load(): LB_BIAS).
+  // Off: every pass reads the current load, as since v4.19.
+  bool load_idx = false;
+
+  // util_est (v4.17): a fiber's and a worker's util include the estimate
+  // kept at each sleep. Off: util_avg alone, as in v4.11.
+  bool util_est = true;
 
   // seeds/003: the balancing pass is v4.11's, the kernel of the thread.
   // The busiest group is ranked as its update_sd_pick_busiest() ranked it:

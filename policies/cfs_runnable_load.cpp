@@ -1,7 +1,9 @@
 // cfs_runnable_load.cpp: `cfs-runnable-load`, the twin of `cfs-blocked-load`
 // (cfs_blocked_load.cpp, which tells the thread, seeds/003): the same
-// v4.11 balancing pass, over the load of queued and running fibers only
-// (the kernel's runnable_load_avg). This is what Tejun Heo argued the
+// v4.11 balancing pass (with its load indices and without util_est), over
+// the load of queued and running fibers only (the kernel's
+// runnable_load_avg, which is what weighted_cpuload() read with the tasks
+// in the root cgroup). This is what Tejun Heo argued the
 // balancer must see ("when picking the busiest group, the only thing which
 // matters is the queue's runnable_load_avg") and what the root cgroup of his
 // runs saw; `cfs-blocked-load` is what his cgroup saw once blocked load was

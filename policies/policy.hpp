@@ -12,6 +12,7 @@
 // engine's job.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,6 +45,14 @@ struct cpu_snapshot {
   unsigned long util_avg = 0;
   // 1024 x the average number of runnable fibers: cpu_runnable().
   unsigned long runnable_avg = 0;
+  // v4.11's per-CPU load history (rq->cpu_load[], kept by the engine for a
+  // policy whose traits ask for it, policy_traits::cpu_load_signal; all 0
+  // otherwise): [0] the load at the worker's last update (its last tick, or
+  // its entry into idle), [i] a decaying average of the tick's loads that
+  // keeps 1 - 1/2^i of the old value at each tick. A balance pass at load
+  // index k > 0 reads [k - 1] (source_load(), target_load()).
+  static constexpr std::size_t cpu_load_indices = 5;  // CPU_LOAD_IDX_MAX
+  unsigned long cpu_load[cpu_load_indices] = {};
   // Load of a fiber too big for this worker's capacity (0 on symmetric machines).
   unsigned long misfit_task_load = 0;
   int numa_node = 0;
@@ -224,6 +233,22 @@ enum class queue_discipline : std::uint8_t {
   fair,
 };
 
+// Which load the engine keeps v4.11's per-CPU load history of
+// (cpu_snapshot::cpu_load, updated at each tick by cpu_load_update_active()):
+// the kernel's weighted_cpuload(), the root cfs_rq's runnable_load_avg, which
+// is one of two things depending on where the tasks ran (seeds/003).
+enum class weighted_load : std::uint8_t {
+  none,  // no history (every policy since the kernel dropped it, v5.x)
+  // The fibers are tasks of the root cgroup: the load of the queued and
+  // running ones (runnable_load).
+  runnable,
+  // The fibers are tasks of one cgroup: the root sees the group's entity,
+  // queued while any fiber is runnable here and then weighing the group's
+  // whole load_avg, blocked part included (update_tg_cfs_load()); dequeued,
+  // and counting nothing, once none is.
+  group_entity,
+};
+
 // The fixed facts about a policy, as data (sched_ext's ops.flags): the
 // engine copies them once when it is built, so nothing on its hot paths asks
 // the policy a virtual question. The policy's decisions are its virtual
@@ -296,6 +321,16 @@ struct policy_traits {
   // nr_preferred_running; detach_env's), for v4.19's fbq_type and
   // migrate_degrades_locality().
   bool counts_numa_fibers = false;
+
+  // Whether fibers carry util estimates (util_est, v4.17): a fiber's util as
+  // balancing and placement read it is the larger of its util_avg and its
+  // estimate, and a worker's the larger of its util_avg and its queued
+  // fibers' estimates (cpu_util()). False: util_avg alone, as before v4.17.
+  bool util_est = true;
+
+  // The per-CPU load history the engine keeps for the policy's balance
+  // passes (none: cpu_snapshot::cpu_load stays 0).
+  weighted_load cpu_load_signal = weighted_load::none;
 };
 
 // The outcome of a NUMA migration search (task_numa_migrate()): cpu < 0,

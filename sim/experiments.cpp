@@ -101,10 +101,6 @@ struct experiment {
   // names the files.
   std::vector<std::string> figure_policies;
   std::string figure;
-  // Nearby workloads for a sensitivity study, in the form of the
-  // experiment's own (workload texts, or schbench arguments), each run
-  // under the same rows and check.
-  std::vector<std::string> nearby;
 };
 
 // ---- metrics -----------------------------------------------------------------
@@ -516,21 +512,38 @@ std::vector<experiment> experiments() {
       return s;
     };
     x.notes =
-        "usched has no cgroups: the cgroup case is the metric it produced (load including blocked load), not "
-        "the propagation through a group entity. The pass is v4.11's: its ranking (three group types, then "
-        "avg_load), find_busiest_group()'s checks, calculate_imbalance() with fix_small_imbalance(), all in "
-        "load, and the load rule of detach_tasks(); the dump's own groups are a policy test "
-        "(tests/test_cfs_balance.cpp). An odd pick is counted, as the thread's dbg_odd_cnt was, for every pass "
-        "that picked a busiest group, whatever came of it. Such a pass names a group whose workers run one "
-        "fiber each: nothing can be detached, the pass fails, and the stacked worker keeps its queued "
-        "wake-up until its thinker's slice ends or a later pass picks its group. Those are the 13 ms tails. "
-        "The counts are of the thread's order. Their ratio is lower than the thread's 3.0x over 30 s, and "
-        "near it over the 10 s of the short run; the p99s separate in the short run and in some seeds only: "
-        "outside the stranded wake-ups, a simulated wake-up has no IPI, no other threads and no "
-        "interrupts, and takes tens of microseconds, so the 99th percentile falls below the strands unless "
-        "more than 1% of wake-ups are stranded. The busy passes' decayed load indices (cpu_load[], busy_idx "
-        "2 at the LLC) are not modelled; the idle and newly-idle passes, which do most of the pulling here, "
-        "read index 0 in v4.11 as here. v5.10's group types (`cfs`) pick no odd group at all.";
+        "usched has no cgroups; the two cases are the two loads the root's runnable_load_avg held, which "
+        "v4.11's weighted_cpuload() read. In the root cgroup it is the load of the queued and running "
+        "fibers. In /asdf it is the group entity's load, queued while a fiber of the group is runnable on "
+        "the worker and set from the group's load_avg, blocked load included (update_tg_cfs_load()); on a "
+        "worker running nothing the entity is dequeued, and an idle worker counts nothing, or a rounding, in "
+        "both cases. (The entity's load is the group's scaled by the group's shares over its total load, "
+        "one factor for every worker at a time, which a ranking does not see; detach_tasks()' task_h_load() "
+        "would scale the fibers' loads by it too; neither is modelled.) The pass is v4.11's: its ranking "
+        "(three group types, then avg_load), find_busiest_group()'s checks, calculate_imbalance() with "
+        "fix_small_imbalance(), all in load, and the load rule of detach_tasks(); its loads are read at the "
+        "level's load index, the decayed per-worker history cpu_load[] that the engine keeps at each tick "
+        "(cpu_load_update_active(), with the catch-up of the ticks a parked worker missed when it ticks or "
+        "runs again), busy_idx 2 at the LLC for the busy passes and index 0 for the idle and newly-idle "
+        "ones, a remote worker counting the lower and the destination's group the higher of its history "
+        "and its load now (source_load(), target_load(), LB_BIAS). util_est (v4.17) is off: a worker's util "
+        "is its util_avg. The dump's own groups are a policy test (tests/test_cfs_balance.cpp). An odd pick "
+        "is counted, as the thread's dbg_odd_cnt was, for every pass that picked a busiest group, whatever "
+        "came of it. Such a pass names a group whose workers run one fiber each: nothing can be detached, the "
+        "pass fails, and the stacked worker keeps its queued wake-up until its thinker's slice ends or a "
+        "later pass picks its group. Those are the long tails. The counts are of the thread's order and "
+        "their ratio is below the thread's 3.0x; the p99s separate in some seeds only: outside the stranded "
+        "wake-ups, a simulated wake-up has no IPI, no other threads and no interrupts, and takes tens of "
+        "microseconds, so the 99th percentile falls below the strands unless more than 1% of wake-ups are "
+        "stranded. An idle worker's util is decayed to the moment it is read, where 4.11 decayed it when "
+        "that worker balanced or a nohz idle balance passed over it (update_blocked_averages()). v5.10's "
+        "group types (`cfs`) pick no odd group at all.";
+    x.nearby = {
+        "-m 2 -t 16 -s 5000 -c 15000 -r {r}",  "-m 2 -t 16 -s 20000 -c 15000 -r {r}",
+        "-m 2 -t 16 -s 10000 -c 7500 -r {r}",  "-m 2 -t 16 -s 10000 -c 30000 -r {r}",
+        "-m 2 -t 15 -s 10000 -c 15000 -r {r}", "-m 2 -t 17 -s 10000 -c 15000 -r {r}",
+        "-m 2 -t 8 -s 10000 -c 15000 -r {r}",  "-m 2 -t 32 -s 10000 -c 15000 -r {r}",
+    };
     xs.push_back(std::move(x));
   }
 

@@ -347,6 +347,121 @@ TEST_CASE("seed 003: the dump's groups A and B, by runnable load and by load wit
   }
 }
 
+TEST_CASE("seed 003: v4.11's loads: an idle worker's, the load indices and LB_BIAS", "[cfs]") {
+  const cfs_features root = usched::cfs_v4_11_features();
+  const cfs_features cgroup = usched::with(root, &cfs_features::blocked_load, true);
+
+  SECTION("an idle worker's group entity is dequeued: its blocked load counts for nothing") {
+    cpu_snapshot parked = idle_cpu(900);  // 900 of blocked load, decaying
+    parked.runnable_load = 3;             // a rounding left on the root
+    CHECK(cfs::cpu_load(parked, root) == 3);
+    CHECK(cfs::cpu_load(parked, cgroup) == 3);
+    cpu_snapshot running = busy(1);
+    running.runnable_load = 500;
+    running.load_avg = 1400;  // 900 of it blocked
+    CHECK(cfs::cpu_load(running, root) == 500);
+    CHECK(cfs::cpu_load(running, cgroup) == 1400);
+    // A fiber queued on a worker still in its idle loop queues the entity.
+    cpu_snapshot woken = parked;
+    woken.nr_running = 1;
+    woken.nr_queued = 1;
+    CHECK(cfs::cpu_load(woken, cgroup) == 900);
+  }
+
+  SECTION("sd_init()'s indices per level and kind of pass") {
+    const sched_domain smt = domain_of(usched::SD_SHARE_CPUCAPACITY | usched::SD_SHARE_PKG_RESOURCES, {{0}, {1}});
+    const sched_domain llc = domain_of(usched::SD_SHARE_PKG_RESOURCES, {{0}, {1}});
+    const sched_domain pkg = domain_of(0, {{0}, {1}});
+    const sched_domain numa = domain_of(usched::SD_NUMA, {{0}, {1}});
+    using enum usched::cpu_idle_type;
+    CHECK(cfs::sd_load_idx(smt, not_idle) == 0);
+    CHECK(cfs::sd_load_idx(smt, idle) == 0);
+    CHECK(cfs::sd_load_idx(smt, newly_idle) == 0);
+    CHECK(cfs::sd_load_idx(llc, not_idle) == 2);
+    CHECK(cfs::sd_load_idx(llc, idle) == 0);
+    CHECK(cfs::sd_load_idx(llc, newly_idle) == 0);
+    CHECK(cfs::sd_load_idx(pkg, not_idle) == 2);
+    CHECK(cfs::sd_load_idx(pkg, idle) == 1);
+    CHECK(cfs::sd_load_idx(pkg, newly_idle) == 0);
+    CHECK(cfs::sd_load_idx(numa, not_idle) == 3);
+    CHECK(cfs::sd_load_idx(numa, idle) == 2);
+    CHECK(cfs::sd_load_idx(numa, newly_idle) == 0);
+  }
+
+  SECTION("source_load() takes the lower, target_load() the higher, of index k - 1 and now") {
+    cpu_snapshot c = busy(1);
+    c.runnable_load = 1000;
+    c.cpu_load[0] = 1200;
+    c.cpu_load[1] = 3000;
+    c.cpu_load[2] = 400;
+    CHECK(cfs::source_load(c, 0, root) == 1000);
+    CHECK(cfs::target_load(c, 0, root) == 1000);
+    CHECK(cfs::source_load(c, 1, root) == 1000);
+    CHECK(cfs::target_load(c, 1, root) == 1200);
+    CHECK(cfs::source_load(c, 2, root) == 1000);
+    CHECK(cfs::target_load(c, 2, root) == 3000);
+    CHECK(cfs::source_load(c, 3, root) == 400);
+    CHECK(cfs::target_load(c, 3, root) == 1000);
+  }
+
+  SECTION("a busy pass at the LLC ranks by history, an idle one by the load now") {
+    // Local {0,1} runs one fiber; A {2,3} and B {4,5} run two on each
+    // worker, all overloaded. Now A is the heavier (2048 a worker against
+    // 1800); over the last ticks A was lighter (index 2 reads cpu_load[1]:
+    // 1024), and a source counts the lower of the two.
+    std::vector<cpu_snapshot> cpus(6, busy(2));
+    cpus[0] = busy(1);
+    cpus[1] = idle_cpu();
+    for (const int a : {2, 3}) {
+      cpus[static_cast<std::size_t>(a)].runnable_load = 2048;
+      cpus[static_cast<std::size_t>(a)].cpu_load[1] = 1024;
+    }
+    for (const int b : {4, 5}) {
+      cpus[static_cast<std::size_t>(b)].runnable_load = 1800;
+      cpus[static_cast<std::size_t>(b)].cpu_load[1] = 1800;
+    }
+    // The destination's own history is high: target_load() counts it.
+    cpus[0].runnable_load = 1024;
+    cpus[0].cpu_load[1] = 1500;
+    const sched_domain sd = domain_of(usched::SD_SHARE_PKG_RESOURCES, {{0, 1}, {2, 3}, {4, 5}});
+    const balance_request busy_pass = request(sd, cpus, 0, cpu_idle_type::not_idle, true);
+    const sd_lb_stats by_history = cfs::update_sd_lb_stats(busy_pass, root);
+    CHECK(by_history.busiest == 2);
+    CHECK(by_history.busiest_stat.group_load == 3600);
+    CHECK(by_history.v4_11_busiest.avg_load == 1800);
+    // The load per fiber is the load now, whatever the index.
+    CHECK(by_history.busiest_stat.sum_weighted_load == 3600);
+    CHECK(by_history.v4_11_busiest.load_per_task == 900);
+    CHECK(by_history.local_stat.group_load == 1500);
+    CHECK(by_history.local_stat.sum_weighted_load == 1024);
+    CHECK(by_history.v4_11_local.avg_load == 750);
+    CHECK(by_history.total_load == 1500 + 2048 + 3600);
+
+    const balance_request idle_pass = request(sd, cpus, 1, cpu_idle_type::idle, true);
+    const sd_lb_stats by_now = cfs::update_sd_lb_stats(idle_pass, root);
+    CHECK(by_now.busiest == 1);
+    CHECK(by_now.v4_11_busiest.avg_load == 2048);
+    CHECK(by_now.local_stat.group_load == 1024);
+    // Without the indices (every pass at index 0) the busy pass sees A too.
+    const cfs_features no_idx = usched::with(root, &cfs_features::load_idx, false);
+    CHECK(cfs::update_sd_lb_stats(busy_pass, no_idx).busiest == 1);
+  }
+
+  SECTION("an empty group with a rounding of load can be picked, and is then balanced") {
+    // v4.11's update_sd_pick_busiest() ranks by type and avg_load only.
+    std::vector<cpu_snapshot> cpus{busy(1), idle_cpu(), idle_cpu(), idle_cpu(), idle_cpu(), idle_cpu()};
+    cpus[3].runnable_load = 2;
+    const sched_domain sd = domain_of(usched::SD_SHARE_PKG_RESOURCES, {{0, 1}, {2, 3}, {4, 5}});
+    const balance_request req = request(sd, cpus, 1, cpu_idle_type::newly_idle, true);
+    sd_lb_stats sds = cfs::update_sd_lb_stats(req, root);
+    CHECK(sds.busiest == 1);
+    CHECK(sds.busiest_stat.sum_nr_running == 0);
+    CHECK(sds.v4_11_busiest.avg_load == 1);
+    CHECK(cfs::v4_11_find_imbalance(req, sds, root).imbalance == 0);
+    CHECK_FALSE(cfs::find_busiest_group(req, root));
+  }
+}
+
 TEST_CASE("seed 000: a queued hog next to a newly idle worker, single-worker LLC groups", "[cfs]") {
   // One LLC of four single-PU cores. Worker 0 just went idle after a long
   // burn (util still 1000); worker 1 runs a hog and has a second queued

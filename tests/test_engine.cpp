@@ -783,6 +783,118 @@ TEST_CASE("engine: a snapshot takes a migrated fiber's blocked load off the work
   CHECK(scratch[1].util_avg > 900);  // a's estimate, queued there
 }
 
+TEST_CASE("engine: v4.11's cpu_load[] follows the tick and catches up the ticks an idle worker missed",
+          "[engine][cfs]") {
+  // cpu_load_update_active() at each tick of a busy worker,
+  // cpu_load_update_nohz_start() as it goes idle, and the catch-up of the
+  // missed ticks when it ticks again idle (cpu_load_update_idle()) and when
+  // it runs again (cpu_load_update_nohz_stop()).
+  constexpr std::int64_t ms = 1'000'000;  // one tick (engine_config::tick_ns)
+  engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, "cfs-runnable-load");
+  const auto& q = test_access::rq(e, 0);
+  const auto history = [&] {
+    std::vector<unsigned long> h;
+    for (const auto& v : q.cpu_load) h.push_back(v.load());
+    return h;
+  };
+  std::vector<usched::cpu_snapshot> scratch;
+  sched_entity a;
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+  std::int64_t now = 0;
+  for (int t = 0; t < 300; ++t) {
+    const std::vector<unsigned long> before = history();
+    now += ms;
+    e.tick(0, now, 1, scratch);
+    // One periodic step: index i keeps 1 - 1/2^i and takes 1/2^i of the
+    // load now, rounded up while it rises.
+    const unsigned long load = q.pelt.runnable_load_avg;
+    REQUIRE(q.cpu_load[0].load() == load);
+    for (std::size_t i = 1; i < before.size(); ++i) {
+      const unsigned long scale = 1UL << i;
+      const unsigned long in = load > before[i] ? load + scale - 1 : load;
+      REQUIRE(q.cpu_load[i].load() == (before[i] * (scale - 1) + in) >> i);
+    }
+  }
+  const std::vector<unsigned long> busy = history();
+  CHECK(busy[0] > 1000);
+  CHECK(busy[4] > 900);
+  // A snapshot carries them, for every worker.
+  test_access::snapshot(e, scratch, now);
+  for (std::size_t i = 0; i < busy.size(); ++i) CHECK(scratch[0].cpu_load[i] == busy[i]);
+  CHECK(scratch[1].cpu_load[1] == 0);
+
+  // a blocks; worker 0 finds nothing and idles: index 0 takes the load it
+  // idles with (nohz start), the others stay.
+  REQUIRE(e.pick_next(0, &a, prev_action::block, now) == nullptr);
+  REQUIRE(e.find_work(0, now, 1, scratch) == nullptr);
+  const unsigned long tickless = q.pelt.runnable_load_avg;
+  CHECK(q.cpu_load[0].load() == tickless);
+  CHECK(q.cpu_load[4].load() == busy[4]);
+  REQUIRE(tickless == 0);  // its only fiber took its whole runnable load away
+  // Parked for five ticks, nothing updates the history; a balancer
+  // elsewhere reads it as it was left.
+  test_access::snapshot(e, scratch, now + 5 * ms);
+  CHECK(scratch[0].cpu_load[3] == busy[3]);
+  // Its next tick, idle, decays the four missed ticks and adds one of load
+  // 0: index 1 halves per tick (>> 4); the others by the kernel's
+  // degrade_factor[] for 4 missed ticks (128-point scale), then one step.
+  now += 5 * ms;
+  e.tick(0, now, 1, scratch);
+  CHECK(q.cpu_load[0].load() == 0);
+  CHECK(q.cpu_load[1].load() == (busy[1] >> 4) >> 1);
+  CHECK(q.cpu_load[2].load() == ((busy[2] * 40 >> 7) * 3) >> 2);
+  CHECK(q.cpu_load[3].load() == ((busy[3] * 75 >> 7) * 7) >> 3);
+  CHECK(q.cpu_load[4].load() == ((busy[4] * 98 >> 7) * 15) >> 4);
+  const std::vector<unsigned long> idle = history();
+  CHECK(idle[1] > 0);
+  // Past degrade_zero_ticks[] a history has decayed to nothing: index 1
+  // after 8 missed ticks.
+  now += 9 * ms;
+  e.tick(0, now, 1, scratch);
+  CHECK(q.cpu_load[1].load() == 0);
+  CHECK(q.cpu_load[2].load() == ((idle[2] * 12 >> 7) * 3) >> 2);
+  const std::vector<unsigned long> later = history();
+  // Woken three ticks later, it runs again: one step of the load it wakes
+  // with after two missed ticks (index 1: >> 2; index 2: 72 for 2 ticks).
+  now += 3 * ms;
+  e.enqueue(0, &a, enqueue_kind::wakeup, now);
+  REQUIRE(e.find_work(0, now, 1, scratch) == &a);
+  const unsigned long woke = q.pelt.runnable_load_avg;
+  REQUIRE(woke > 0);
+  CHECK(q.cpu_load[0].load() == woke);
+  CHECK(q.cpu_load[1].load() == ((later[1] >> 2) + woke + 1) >> 1);
+  CHECK(q.cpu_load[2].load() == ((later[2] * 72 >> 7) * 3 + woke + 3) >> 2);
+}
+
+TEST_CASE("engine: util_est counts for cfs (v4.17+), not for the v4.11 policies", "[engine][cfs]") {
+  // A fiber that ran 200 ms sleeps 100 ms and wakes on worker 1: its
+  // util_avg has decayed to about a tenth, its estimate has not.
+  constexpr std::int64_t ms = 1'000'000;
+  for (const char* policy : {"cfs", "cfs-runnable-load", "cfs-blocked-load"}) {
+    engine e = make_engine("pack:1 l3:1 core:2 pu:1", 2, policy);
+    std::vector<usched::cpu_snapshot> scratch;
+    sched_entity a;
+    e.enqueue(0, &a, enqueue_kind::spawn, 0);
+    REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+    std::int64_t now = 0;
+    for (int t = 0; t < 200; ++t) {
+      now += ms;
+      e.tick(0, now, 1, scratch);
+    }
+    REQUIRE(e.pick_next(0, &a, prev_action::block, now) == nullptr);
+    now += 100 * ms;
+    e.enqueue(1, &a, enqueue_kind::wakeup, now);
+    test_access::snapshot(e, scratch, now);
+    INFO(policy);
+    if (std::string(policy) == "cfs") {
+      CHECK(scratch[1].util_avg > 900);
+    } else {
+      CHECK(scratch[1].util_avg < 150);
+    }
+  }
+}
+
 TEST_CASE("engine: the LLC's has_idle_cores hint is cleared by a fruitless core scan and set by a worker going idle",
           "[engine][cfs]") {
   // Two 2-way SMT cores in one LLC: {0, 1} and {2, 3}. Workers 0 and 2 run.

@@ -321,6 +321,7 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
   runqueue& q = rq(cpu);
   if (sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now)) {
     if (traits_.rations_newidle) close_idle_period(q, now);
+    cpu_load_idle_exit(q, now);
     if (tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now_source(trace_time(now)));
     return se;
   }
@@ -329,8 +330,13 @@ sched_entity* engine::find_work(int cpu, const now_source& now, std::uint64_t ra
   if (traits_.rations_newidle && q.idle_stamp.load(std::memory_order_relaxed) == 0) {
     q.idle_stamp.store(std::max<std::int64_t>(1, now()), std::memory_order_relaxed);
   }
-  if (idle_balance(cpu, now, random, scratch, kicked) == 0) return nullptr;
+  if (idle_balance(cpu, now, random, scratch, kicked) == 0) {
+    // Nothing to run: the worker idles, its tick stopped.
+    cpu_load_idle_enter(q);
+    return nullptr;
+  }
   sched_entity* se = pick_next(cpu, nullptr, prev_action::requeue, now);
+  if (se) cpu_load_idle_exit(q, now);
   // After the balance: the run starts after the stops of the fibers it took.
   if (se && tracer_) [[unlikely]] trace_switch(cpu, nullptr, stop_reason::exit, false, se, now_source(trace_time(now)));
   return se;
@@ -343,6 +349,7 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     update_curr(q, now);
     if (tracks_load()) update_load(q, now());
     if (fair_ && q.curr && q.nr_running > 1) check_preempt_tick(cpu, q);
+    cpu_load_tick(q, now);
     publish(q);
     q.lock.unlock();
   }

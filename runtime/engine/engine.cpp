@@ -15,6 +15,8 @@ engine::engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_
       fair_(traits_.discipline == queue_discipline::fair),
       lifo_(traits_.discipline == queue_discipline::lifo),
       tracks_load_(fair_ && cfg_.load_tracking),
+      util_est_(tracks_load_ && traits_.util_est),
+      keeps_cpu_load_(tracks_load_ && traits_.cpu_load_signal != weighted_load::none),
       rqs_(std::make_unique<runqueue[]>(domains_.nr_cpus())),
       counters_(std::make_unique<cpu_counters[]>(domains_.nr_cpus())) {
   // The granularities grow with the machine (update_sysctl()); sched_nr_

@@ -502,6 +502,20 @@ class engine {
   // its util now (util_est_update()).
   static void util_est_enqueue(runqueue& q, const sched_entity& se) noexcept { q.util_est += util_est_of(se); }
   static void util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcept;
+  // v4.11's per-CPU load history (policy_traits::cpu_load_signal; load.cpp).
+  // weighted_cpuload() is the load the history is kept of; q locked.
+  unsigned long weighted_cpuload(const runqueue& q) const noexcept;
+  // cpu_load_tick() is cpu_load_update_active() at cpu's tick, or, for a
+  // worker idle since its entry into idle, the catch-up of the ticks it
+  // missed that nohz_idle_balance() made (cpu_load_update_idle()); q locked.
+  void cpu_load_tick(runqueue& q, const now_source& now) noexcept;
+  // cpu_load_idle_enter() is cpu_load_update_nohz_start(): the worker goes
+  // idle and its tick stops; cpu_load_idle_exit() is
+  // cpu_load_update_nohz_stop(): it has a fiber to run again, and the ticks
+  // it missed are caught up. Both lock q; no-ops without a history.
+  void cpu_load_idle_enter(runqueue& q) noexcept;
+  void cpu_load_idle_exit(runqueue& q, const now_source& now) noexcept;
+  void cpu_load_catch_up(runqueue& q, std::int64_t jiffies, unsigned long load) noexcept;
 
   // ---- placement (placement.cpp) ------------------------------------------------
   // snapshot() fills `out` with a lock-free reading of every worker, PELT
@@ -638,6 +652,11 @@ class engine {
   bool fair_;
   bool lifo_;  // LIFO discipline, never with fair_
   bool tracks_load_;
+  // Fibers carry util estimates (tracks_load_ and policy_traits::util_est).
+  bool util_est_;
+  // The engine keeps v4.11's per-CPU load history (tracks_load_ and
+  // policy_traits::cpu_load_signal).
+  bool keeps_cpu_load_;
   // has_idle_cores of each LLC (sd_llc_shared), indexed by the LLC's first
   // worker; each worker's LLC level in its chain (sd_llc; -1 for none), and
   // its SMT siblings (empty without SMT). Wake-up placement reads the hint,

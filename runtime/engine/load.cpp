@@ -5,6 +5,9 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 
 namespace usched::detail {
 
@@ -59,6 +62,145 @@ void engine::util_est_dequeue(runqueue& q, sched_entity& se, bool sleep) noexcep
   if (util > capacity_scale) return;
   se.util_est_ewma = static_cast<std::uint32_t>(
       ((static_cast<long>(se.util_est_ewma) << weight_shift) + diff) >> weight_shift);
+}
+
+
+// ---- v4.11's per-CPU load history (policy_traits::cpu_load_signal) -----------
+
+namespace {
+
+// Which tick a time falls in: the kernel's jiffies.
+std::int64_t jiffies_of(std::int64_t now, std::int64_t tick_ns) noexcept {
+  return tick_ns > 0 ? now / tick_ns : 0;
+}
+
+// decay_load_missed()'s fixed point: a factor is out of 1 << 7 (the
+// kernel's DEGRADE_SHIFT: a 128-point scale).
+constexpr unsigned degrade_shift = 7;
+
+// After this many missed ticks index i has decayed to nothing, as the
+// kernel's degrade_zero_ticks[] rounds it (index 0 never decays; index 1
+// halves at each tick).
+constexpr std::uint64_t degrade_zero_ticks[cpu_snapshot::cpu_load_indices] = {0, 8, 32, 64, 128};
+
+// degrade_factor[i][j] = 128 x (1 - 1/2^i)^(2^j), rounded down: what is
+// left of a load at index i after 2^j missed ticks, on the 128-point scale.
+// Computed, not typed: the same numbers as the kernel's table.
+struct degrade_table {
+  unsigned factor[cpu_snapshot::cpu_load_indices][degrade_shift + 1] = {};
+  constexpr degrade_table() {
+    for (std::size_t i = 1; i < cpu_snapshot::cpu_load_indices; ++i) {
+      // 1 - 1/2^i, squared once per step j.
+      double keep = 1.0 - 1.0 / static_cast<double>(1u << i);
+      for (unsigned j = 0; j <= degrade_shift; ++j) {
+        factor[i][j] = static_cast<unsigned>(keep * (1u << degrade_shift));
+        keep *= keep;
+      }
+    }
+  }
+};
+constexpr degrade_table degrade{};
+
+// decay_load_missed(): `load` x (1 - 1/2^idx)^missed, for the ticks a
+// worker missed while idle with its tick stopped (nothing accrued then),
+// by the binary digits of `missed`.
+unsigned long decay_load_missed(unsigned long load, std::uint64_t missed, std::size_t idx) noexcept {
+  if (missed == 0) return load;
+  if (missed >= degrade_zero_ticks[idx]) return 0;
+  if (idx == 1) return load >> missed;
+  for (unsigned j = 0; missed != 0; ++j, missed >>= 1) {
+    if (missed & 1) load = (load * degrade.factor[idx][j]) >> degrade_shift;
+  }
+  return load;
+}
+
+}  // namespace
+
+// weighted_cpuload(): the root cfs_rq's runnable_load_avg. With the fibers
+// in the root cgroup that is their runnable load; with them in one cgroup
+// it is the group entity's load while the entity is queued, the group's
+// load_avg with its blocked part (update_tg_cfs_load() set the entity's
+// load from it), and what is left of the root's runnable load, nothing or
+// a rounding's worth, once the entity is dequeued with the last runnable
+// fiber (dequeue_entity_load_avg()).
+unsigned long engine::weighted_cpuload(const runqueue& q) const noexcept {
+  if (traits_.cpu_load_signal == weighted_load::group_entity && q.nr_running > 0) return q.pelt.all.load_avg;
+  return q.pelt.runnable_load_avg;
+}
+
+namespace {
+
+// cpu_load_update(): index 0 takes `load`; index i keeps 1 - 1/2^i of its
+// old value and takes 1/2^i of `load`, rounding up while the load rises so
+// that it reaches a steady load. With pending > 1 ticks missed (the
+// worker's tick was stopped while idle) the old value first decays over the
+// pending - 1 missed ticks, the part recorded at idle entry (index 0, the
+// tickless load) held steady instead of decaying.
+void cpu_load_update(std::atomic<unsigned long> (&cpu_load)[cpu_snapshot::cpu_load_indices], unsigned long load,
+                     std::uint64_t pending) noexcept {
+  const unsigned long tickless = cpu_load[0].load(std::memory_order_relaxed);
+  cpu_load[0].store(load, std::memory_order_relaxed);
+  for (std::size_t i = 1; i < cpu_snapshot::cpu_load_indices; ++i) {
+    const unsigned long scale = 1UL << i;
+    unsigned long old = decay_load_missed(cpu_load[i].load(std::memory_order_relaxed), pending - 1, i);
+    // Never below zero: a decayed tickless load is at most the tickless
+    // load, so the unsigned wrap of the subtraction is undone by the sum.
+    if (tickless != 0) old = old - decay_load_missed(tickless, pending - 1, i) + tickless;
+    const unsigned long incoming = load > old ? load + scale - 1 : load;
+    cpu_load[i].store((old * (scale - 1) + incoming) >> i, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
+
+// cpu_load_catch_up(): cpu_load_update_nohz(): the ticks since the last
+// update, if any, in one step.
+void engine::cpu_load_catch_up(runqueue& q, std::int64_t jiffies, unsigned long load) noexcept {
+  if (jiffies <= q.last_load_update_tick) return;
+  const auto pending = static_cast<std::uint64_t>(jiffies - q.last_load_update_tick);
+  q.last_load_update_tick = jiffies;
+  cpu_load_update(q.cpu_load, load, pending);
+}
+
+void engine::cpu_load_tick(runqueue& q, const now_source& now) noexcept {
+  if (!keeps_cpu_load_) return;
+  const std::int64_t jiffies = jiffies_of(now(), cfg_.tick_ns);
+  if (q.tick_stopped) {
+    if (q.nr_running > 0) {
+      // Running again without having passed its idle exit (a fiber queued
+      // by another path): that exit's catch-up now.
+      q.tick_stopped = false;
+      cpu_load_catch_up(q, jiffies, weighted_cpuload(q));
+      return;
+    }
+    // Still idle: nohz_idle_balance()'s cpu_load_update_idle() on its
+    // behalf, which decays the history with a load of 0, unless there is
+    // load (a rounding's worth of runnable load left: it bails out).
+    if (weighted_cpuload(q) == 0) cpu_load_catch_up(q, jiffies, 0);
+    return;
+  }
+  // cpu_load_update_periodic(): one tick, whatever the time since the last
+  // (a busy worker's ticks are late by its preempt points, never missed).
+  q.last_load_update_tick = jiffies;
+  cpu_load_update(q.cpu_load, weighted_cpuload(q), 1);
+}
+
+void engine::cpu_load_idle_enter(runqueue& q) noexcept {
+  if (!keeps_cpu_load_) return;
+  q.lock.lock();
+  if (!q.tick_stopped && q.nr_running == 0) {
+    q.tick_stopped = true;
+    q.cpu_load[0].store(weighted_cpuload(q), std::memory_order_relaxed);
+  }
+  q.lock.unlock();
+}
+
+void engine::cpu_load_idle_exit(runqueue& q, const now_source& now) noexcept {
+  if (!keeps_cpu_load_ || !q.tick_stopped) return;
+  q.lock.lock();
+  q.tick_stopped = false;
+  cpu_load_catch_up(q, jiffies_of(now(), cfg_.tick_ns), weighted_cpuload(q));
+  q.lock.unlock();
 }
 
 }  // namespace usched::detail

@@ -73,20 +73,30 @@ void engine::snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now)
   s.load_avg = current(q.load_avg_pub, q.removed_load);
   s.runnable_load = q.runnable_load_pub.load(std::memory_order_relaxed);
   // cpu_util(): the larger of util_avg and the queued fibers' estimates
-  // (an idle worker's estimate is 0: nothing is queued there).
-  s.util_avg = std::min(std::max(current(q.util_avg_pub, q.removed_util), q.util_est_pub.load(std::memory_order_relaxed)),
-                        s.capacity);
+  // (an idle worker's estimate is 0: nothing is queued there); util_avg
+  // alone for a policy of a kernel before util_est (v4.17).
+  const unsigned long est = util_est_ ? q.util_est_pub.load(std::memory_order_relaxed) : 0;
+  s.util_avg = std::min(std::max(current(q.util_avg_pub, q.removed_util), est), s.capacity);
   s.runnable_avg = current(q.runnable_avg_pub, q.removed_runnable);
   s.curr_preferred_node = q.curr_preferred_node.load(std::memory_order_relaxed);
   s.curr_load = q.curr_load.load(std::memory_order_relaxed);
   s.nr_numa_running = q.nr_numa_running.load(std::memory_order_relaxed);
   s.nr_preferred_running = q.nr_preferred_running.load(std::memory_order_relaxed);
+  // rq->cpu_load[] as its worker last wrote it: a remote balancer reads a
+  // parked worker's history as that worker left it, decayed only by the
+  // catch-ups of its missed ticks (cpu_load_update_idle(),
+  // cpu_load_update_nohz_stop()).
+  if (keeps_cpu_load_) {
+    for (std::size_t k = 0; k < cpu_snapshot::cpu_load_indices; ++k) {
+      s.cpu_load[k] = q.cpu_load[k].load(std::memory_order_relaxed);
+    }
+  }
 }
 
 fiber_view engine::view_of(const sched_entity& se, const now_source& now, bool hot_check) const noexcept {
   fiber_view v;
   v.load_avg = se.avg.load_avg;
-  v.util_avg = tracks_load_ ? task_util_est(se) : se.avg.util_avg;
+  v.util_avg = util_est_ ? task_util_est(se) : se.avg.util_avg;
   v.weight = se.weight;
   v.preferred_node = se.preferred_node;
   v.cache_hot = hot_check && now() - se.exec_start < cfg_.migration_cost_ns;

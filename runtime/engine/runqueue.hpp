@@ -12,6 +12,7 @@
 #include <usched/wake_reason.hpp>
 
 #include "pelt.hpp"
+#include "policy.hpp"
 #include "sched_entity.hpp"
 #include "timeline.hpp"
 
@@ -204,6 +205,18 @@ struct alignas(64) runqueue {
   // kernel's p->numa_migrate_retry, kept here per worker; engine::numa_migrate).
   // Only this worker's thread reads and writes it.
   std::int64_t numa_migrate_retry = 0;
+
+  // v4.11's per-CPU load history (rq->cpu_load[], last_load_update_tick),
+  // kept only for a policy that asks (policy_traits::cpu_load_signal). Only
+  // this worker's thread writes them, at its tick and as it enters and
+  // leaves idle (engine::cpu_load_tick and its neighbours); snapshots read
+  // cpu_load relaxed, as the kernel's balancer read remote rq->cpu_load[].
+  alignas(64) std::atomic<unsigned long> cpu_load[cpu_snapshot::cpu_load_indices];
+  std::int64_t last_load_update_tick = 0;  // in ticks of engine_config::tick_ns (jiffies)
+  // Idle since its entry into idle recorded cpu_load[0] (the kernel's
+  // stopped tick, NO_HZ): the ticks it misses until it runs again are
+  // caught up in one step (cpu_load_update_nohz()).
+  bool tick_stopped = false;
 };
 
 }  // namespace usched::detail
