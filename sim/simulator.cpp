@@ -268,6 +268,7 @@ sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
   fibers_.push_back(std::move(f));
   engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_, false, wake_reason::spawn);
   ref.woken_at = now_;
+  ++ref.times_woken;
   if (cfg_.trace) {
     // Queued without a placement: a spawn from outside, onto `cpu`.
     detail::trace_record t;
@@ -327,6 +328,7 @@ void simulator::woken(sim_fiber& f, const wake_result& r) {
   }
   if (r.cpu < 0) return;
   f.woken_at = now_;
+  ++f.times_woken;
   if (r.notify) notify(r.cpu, reach);
   poke(r.cpu);
   if (r.kick) kick_idle(r.cpu, r.pull);

@@ -92,6 +92,10 @@ struct sim_fiber : detail::sched_entity {
   std::int64_t remaining_ns = 0;
   int last_cpu = -1;      // where it last ran (for the migration cost)
   std::int64_t woken_at = 0;  // when it was last made runnable
+  // How many times it was made runnable (its spawn included): a program
+  // tells by it whether a blocking step really blocked, as a wait on an
+  // event already posted ends at once and wakes nothing.
+  std::uint64_t times_woken = 0;
   bool started = false;
   bool exited = false;
   std::vector<sim_fiber*> joiners;

@@ -199,6 +199,33 @@ TEST_CASE("schbench: zero-microsecond samples are dropped", "[schbench]") {
   CHECK(h.bucket(0) == 0);
 }
 
+TEST_CASE("schbench: record_any counts a zero-microsecond sample, in bucket 0, reported as 0", "[schbench]") {
+  sb::histogram h;
+  h.record_any(7);
+  h.record_any(0);
+  h.record_any(0);
+  CHECK(h.samples() == 3);
+  CHECK(h.min() == 0);  // a real minimum, not "unset"
+  CHECK(h.max() == 7);
+  CHECK(h.bucket(0) == 2);
+  CHECK(h.bucket(7) == 1);
+  // Two of three samples are 0: the 50th is reached in bucket 0.
+  const std::vector<double> list = {50.0, 90.0};
+  CHECK(h.percentiles(list) == std::vector<sb::percentile_row>{{50.0, 0, 2}, {90.0, 7, 1}});
+  CHECK_THAT(sb::format_block(h, 1), Catch::Contains("(3 total samples)") && Catch::EndsWith("\tmin=0, max=7\n"));
+  // A histogram of zeros only: every percentile is 0, and merging it into
+  // another keeps its minimum.
+  sb::histogram zeros;
+  zeros.record_any(0);
+  CHECK(zeros.percentiles(list) == std::vector<sb::percentile_row>{{50.0, 0, 1}, {90.0, 0, 0}});
+  sb::histogram total;
+  total.record(5);
+  total.merge(zeros);
+  CHECK(total.samples() == 2);
+  CHECK(total.min() == 0);
+  CHECK(total.max() == 5);
+}
+
 TEST_CASE("schbench: an empty histogram prints zeros, as schbench does", "[schbench]") {
   const sb::histogram h;
   CHECK(sb::format_block(h, 0) ==

@@ -156,8 +156,8 @@ TEST_CASE("sim: a workload file runs its fibers' steps, spawns and joins", "[sim
     std::ostringstream out;
     const auto s = usched::sim::run_workload(sim, w, out);
     // The children's 40 wake-ups from their sleeps are still there; the
-    // parent's, handed the worker by an exiting child, take no time and
-    // leave no sample of a microsecond or more.
+    // parent's, handed the worker by an exiting child, take no time: each
+    // is a sample of 0 us, one per join that blocked.
     CHECK(s.samples >= 40);
     CHECK(s.samples <= 40 + 40);
     const auto st = sim.stats();
@@ -320,6 +320,73 @@ TEST_CASE("sim: every counted wake-up that ran has its wake-to-run delay, on the
   const std::string json = st.to_json();
   CHECK(json.find("],\"wake_latency\":{\"total\":{\"count\":" + std::to_string(st.wake_latency().count)) !=
         std::string::npos);
+}
+
+// The wake-ups a workload file's block can hold: every one but the
+// spawns (a spawn is a start, not a wake-up from a sleep, wait or join),
+// counted by the stats when the woken fiber ran.
+std::uint64_t sampled_wakeups(const usched::runtime_stats& st) {
+  return st.wake_latency().count - st.wake_latency(usched::wake_reason::spawn).count;
+}
+
+TEST_CASE("sim: a workload file's block counts every wake-up, those served within the microsecond too",
+          "[sim][stats]") {
+  // A hog and a sleeper on one worker under `none`: the sleeper's timer
+  // wake-ups get the worker at once, so nearly all of them take under a
+  // microsecond. Each is still a sample: the block counts the sleeper's
+  // wake-ups, exactly, and its median is 0 us.
+  const auto w = parse(
+      "runtime 7s\n"
+      "fiber hog pin=0\n  run 1s\n  repeat\n"
+      "fiber sleeper pin=0\n  sleep 10ms\n  repeat\n");
+  simulator sim(kernel_config("pack:1 core:1 pu:1", "none"));
+  std::ostringstream out;
+  const auto s = usched::sim::run_workload(sim, w, out);
+  const usched::runtime_stats st = sim.stats();
+  const std::uint64_t timer_wakeups = st.workers.at(0).wakeups[usched::wake_reason::timer];
+  REQUIRE(timer_wakeups > 600);  // about one per 10 ms of the 7 s
+  CHECK(st.wake_latency(usched::wake_reason::timer).count == timer_wakeups);  // every one ran
+  CHECK(sampled_wakeups(st) == timer_wakeups);
+  CHECK(s.samples == timer_wakeups);
+  CHECK(usched::schbench::percentile_value(s, 50.0) == 0);
+  CHECK(s.min_us == 0);
+  CHECK_THAT(out.str(), Catch::StartsWith("Latency percentiles (usec) runtime 7 (s) (" +
+                                          std::to_string(timer_wakeups) + " total samples)"));
+}
+
+TEST_CASE("sim: a wait whose post is already there wakes nothing and leaves no sample", "[sim][stats]") {
+  // The poster posts every millisecond; the waiter, busy 5 ms between
+  // waits, finds the post there each time and goes on at once. Only the
+  // poster's timer wake-ups are wake-ups: a sample is not the time since
+  // the waiter last really woke (its start, up to seconds ago).
+  const auto w = parse(
+      "runtime 2s\n"
+      "fiber poster pin=0\n  post go\n  sleep 1ms\n  repeat\n"
+      "fiber waiter pin=0\n  run 5ms\n  wait go\n  repeat\n");
+  simulator sim(kernel_config("pack:1 core:1 pu:1", "none"));
+  std::ostringstream out;
+  const auto s = usched::sim::run_workload(sim, w, out);
+  const usched::runtime_stats st = sim.stats();
+  REQUIRE(st.wake_latency(usched::wake_reason::timer).count > 300);
+  CHECK(st.wake_latency(usched::wake_reason::sync).count == 0);
+  CHECK(s.samples == sampled_wakeups(st));
+  // Queued behind the waiter's 5 ms runs, never longer.
+  CHECK(s.max_us <= 5'000 + 10);
+}
+
+TEST_CASE("sim: a workload file's block holds one sample per wake-up from a sleep, a wait or a join, whatever the policy",
+          "[sim][stats]") {
+  // The workload of the wake-up counts above: five timer wake-ups, one
+  // post, one join, every one run before the end.
+  const auto w = parse(every_reason_workload);
+  const std::string policy = GENERATE(from_range(usched::policy_names()));
+  const std::string topology = GENERATE(as<std::string>{}, "pack:1 core:1 pu:1", "pack:1 core:2 pu:1");
+  CAPTURE(policy, topology);
+  simulator sim(config(topology, policy));
+  std::ostringstream out;
+  const auto s = usched::sim::run_workload(sim, w, out);
+  CHECK(sampled_wakeups(sim.stats()) == 5 + 1 + 1);
+  CHECK(s.samples == 5 + 1 + 1);
 }
 
 TEST_CASE("sim: the stats' wake-to-run delays agree with the trace and with the schbench clone's own",

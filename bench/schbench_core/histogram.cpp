@@ -55,11 +55,17 @@ histogram histogram::from_buckets(std::span<const std::uint64_t> plat, std::uint
 
 bool histogram::record(std::uint64_t us) noexcept {
   if (us == 0) return false;
+  record_any(us);
+  return true;
+}
+
+void histogram::record_any(std::uint64_t us) noexcept {
+  // The extremes are set from the first sample, not from 0 as "unset"
+  // (schbench's add_lat), so a 0 sample is the minimum it is.
   if (nr_samples_ == 0 || us < min_) min_ = us;
   if (us > max_) max_ = us;
   ++plat_[plat_val_to_idx(us)];
   ++nr_samples_;
-  return true;
 }
 
 void histogram::merge(const histogram& other) noexcept {

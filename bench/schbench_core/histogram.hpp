@@ -5,7 +5,9 @@
 // rule here is schbench's (late 2020, masoncl/schbench schbench.c):
 //
 // - a sample is a wake-up latency in whole microseconds; 0 us samples are
-//   dropped (schbench records only `delta > 0`);
+//   dropped (schbench records only `delta > 0`), except through
+//   record_any(), for histograms of every wake-up (the simulator's workload
+//   files), where a 0 lands in bucket 0 and a percentile it reaches is 0;
 // - values below 512 us get a bucket each; above, each power of two is cut
 //   into 256 equal buckets, so the error stays under 0.4%; a bucket reports
 //   its midpoint;
@@ -80,6 +82,11 @@ class histogram {
   // record() adds one sample; a 0 us sample is dropped (returns false), as
   // schbench drops a wake-up it could not time.
   bool record(std::uint64_t us) noexcept;
+
+  // record_any() adds one sample, 0 us included: schbench's rule is the
+  // benchmark's, and a histogram that describes every wake-up of a run
+  // (a wake-up served within the microsecond is one) counts them all.
+  void record_any(std::uint64_t us) noexcept;
 
   // merge() folds another histogram into this one (per-worker stats into the
   // total). An empty histogram changes nothing, not even the minimum.
