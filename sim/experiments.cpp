@@ -600,8 +600,11 @@ std::vector<experiment> experiments() {
     x.quick_runtime_s = 3;
     x.metrics = {migrations(), numa_migrations()};
     x.rows = {
-        {"cfs-numa-v4.19-rc1", "4.19.0-rc1 (`maymove || imp > best_imp`)", {"38,918", "11,197 NUMA moves"}},
-        {"cfs-numa-mel", "rc1 + Mel's patch 4 (`maymove`)", {"147", "26 NUMA moves"}},
+        {"cfs-numa-v4.19-rc1",
+         "4.19.0-rc1 (`maymove || imp > best_imp`). The thread's numbers are its `oneselect` kernel, rc1 + patches "
+         "1-3, whose search stops at the first idle CPU; this policy scans the whole node, as rc1 did",
+         {"38,918", "11,197 NUMA moves"}},
+        {"cfs-numa-mel", "rc1 + Mel's patches 1-4 (`maymove`; the thread's `nomove` kernel)", {"147", "26 NUMA moves"}},
         {"cfs", "Srikar Dronamraju's rule (merged)", {"", ""}},
     };
     x.check = [](const medians& m) {
