@@ -411,19 +411,39 @@ int find_idlest_group_cpu(const placement_request& req, const sched_group& g, in
   if (g.cpus.size() == 1) {
     return g.cpus.front();
   }
+  // The kernel's first test, sched_idle_cpu() (a CPU running only
+  // SCHED_IDLE tasks is taken at once), never holds: fibers have no such
+  // class.
+  std::int64_t min_exit_latency = std::numeric_limits<std::int64_t>::max();
+  std::int64_t latest_idle_stamp = 0;
+  int shallowest_idle_cpu = -1;
   int least_loaded = this_cpu;
   unsigned long min_load = std::numeric_limits<unsigned long>::max();
   for (const int cpu : g.cpus) {
+    const cpu_snapshot& s = snap(req, cpu);
     if (idle_cpu(req, cpu)) {
-      return cpu;
-    }
-    const unsigned long load = snap(req, cpu).load_avg;
-    if (load < min_load) {
-      min_load = load;
-      least_loaded = cpu;
+      if (s.idle_exit_latency_ns < min_exit_latency) {
+        // The shallowest idle state wins whatever the stamps say: waking
+        // the fiber's worker costs its exit latency.
+        min_exit_latency = s.idle_exit_latency_ns;
+        latest_idle_stamp = s.idle_stamp_ns;
+        shallowest_idle_cpu = cpu;
+      } else if (s.idle_exit_latency_ns == min_exit_latency && s.idle_stamp_ns > latest_idle_stamp) {
+        // Among equally deep ones, the most recently idled: its cache may
+        // still be warm.
+        latest_idle_stamp = s.idle_stamp_ns;
+        shallowest_idle_cpu = cpu;
+      }
+    } else if (shallowest_idle_cpu == -1) {
+      // Loads count only until an idle worker is found: any idle one beats
+      // every busy one.
+      if (s.load_avg < min_load) {
+        min_load = s.load_avg;
+        least_loaded = cpu;
+      }
     }
   }
-  return least_loaded;
+  return shallowest_idle_cpu != -1 ? shallowest_idle_cpu : least_loaded;
 }
 
 int find_idlest_cpu(const placement_request& req, int this_cpu, const cfs_features& f) {

@@ -152,11 +152,19 @@ bool update_pick_idlest(const sg_lb_stats& idlest, const sg_lb_stats& candidate,
 const sched_group* find_idlest_group(const placement_request& req, const sched_domain& sd,
                                      int this_cpu, const cfs_features& f);
 
-// find_idlest_group_cpu() returns the worker of g that gets the fiber: the
-// first idle one (the kernel prefers the shallowest C-state, then the most
-// recently idled; workers have neither, so index order decides), else the
-// least loaded by load_avg (first of equals). A one-worker group is that
-// worker. Requires a non-empty g.
+// find_idlest_group_cpu() returns the worker of g that gets the fiber, as
+// the kernel's function of the same name does (v5.9/v5.10): among the idle
+// workers, the one in the shallowest idle state (the smallest
+// idle_exit_latency_ns: a spinning worker before a parked one), and among
+// equally deep ones the most recently idled (the latest idle_stamp_ns; the
+// first in index order of equal stamps); with none idle, the least loaded by
+// load_avg (the first of equals). A one-worker group is that worker.
+// Requires a non-empty g.
+// Every idle worker reports a state (its backend's set_idle_state()): the
+// kernel's idle CPU outside any cpuidle state (no idle_get_state()), which
+// is compared by stamp alone, has no counterpart. Nor has sched_idle_cpu(),
+// which takes a CPU running only SCHED_IDLE tasks at once: fibers have no
+// such class.
 int find_idlest_group_cpu(const placement_request& req, const sched_group& g, int this_cpu);
 
 // find_idlest_cpu() is the kernel's slow path: from this_cpu's widest domain

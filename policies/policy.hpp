@@ -75,6 +75,15 @@ struct cpu_snapshot {
   bool llc_has_idle_cores = true;
   std::int64_t avg_idle_ns = 0;
   std::int64_t avg_scan_cost_ns = 0;
+  // Spawn placement (find_idlest_group_cpu()), read only while the worker
+  // is idle: the exit latency of the idle state it is in, in ns (the
+  // kernel's idle_get_state(rq)->exit_latency; 0 while it spins, as the
+  // kernel's polling state), and when its idle period began, in the
+  // engine's time (rq->idle_stamp). Its backend reports both
+  // (engine::set_idle_state()); 0 and 0 make every idle worker equal, and
+  // the first one in index order is taken.
+  std::int64_t idle_exit_latency_ns = 0;
+  std::int64_t idle_stamp_ns = 0;
 };
 
 // What a policy may know about one fiber: its PELT signals and its wishes.

@@ -101,6 +101,13 @@ struct experiment {
   // names the files.
   std::vector<std::string> figure_policies;
   std::string figure;
+  // Workloads near the experiment's own, in the same form (schbench
+  // arguments when schbench_args is set, else workload texts, each with
+  // {r}): think, sleep and run lengths halved and doubled, fiber counts one
+  // up or down or doubled. Run under the same policies and seeds, they say
+  // whether the shape belongs to the mechanism or to the one workload
+  // chosen.
+  std::vector<std::string> nearby;
 };
 
 // ---- metrics -----------------------------------------------------------------
@@ -561,6 +568,25 @@ std::vector<experiment> experiments() {
         "fiber child x0\n  run 300us\n  sleep 100us\n  run 200us\n";
     x.runtime_s = 10;
     x.quick_runtime_s = 3;
+    // The children's run and sleep lengths and the parent's run halved and
+    // doubled; one, three and four children a round; two parents.
+    const auto variant = [](const char* parent, const char* spawn, const char* parent_run, const char* child) {
+      return std::string("runtime {r}s\n") + "fiber " + parent + "\n  spawn child " + spawn + "\n  join\n  run " +
+             parent_run + "\n  repeat\n" + "fiber child x0\n" + child;
+    };
+    const char* const child = "  run 300us\n  sleep 100us\n  run 200us\n";
+    x.nearby = {
+        variant("parent", "x2", "50us", "  run 150us\n  sleep 100us\n  run 100us\n"),
+        variant("parent", "x2", "50us", "  run 600us\n  sleep 100us\n  run 400us\n"),
+        variant("parent", "x2", "50us", "  run 300us\n  sleep 50us\n  run 200us\n"),
+        variant("parent", "x2", "50us", "  run 300us\n  sleep 200us\n  run 200us\n"),
+        variant("parent", "x2", "25us", child),
+        variant("parent", "x2", "100us", child),
+        variant("parent", "x1", "50us", child),
+        variant("parent", "x3", "50us", child),
+        variant("parent", "x4", "50us", child),
+        variant("parent x2", "x2", "50us", child),
+    };
     x.metrics = {workers_used(), used_utilization()};
     x.rows = {
         {"cfs", "v5.9/v5.10 with the tie-break", {"all CPUs of a node, lightly", ""}},
@@ -580,7 +606,10 @@ std::vector<experiment> experiments() {
         "The thread measured throughput on real machines (fork_test 16% faster reverted, gitsource 24% on "
         "5.9) and explained it by where work landed: reverted, it packed onto fewer CPUs at higher "
         "utilization, which suits cpufreq governors other than schedutil. usched has no frequency scaling, "
-        "so only the placement is reproduced, not the speed-up.";
+        "so only the placement is reproduced, not the speed-up. Inside the package it picks, a fork goes where "
+        "v5.9/v5.10's find_idlest_group_cpu() sends it: to the idle worker in the shallowest idle state "
+        "(spinning before parked), the most recently idled of equals. Here that is the worker the previous "
+        "round's child left, which is also the first idle one by index.";
     xs.push_back(std::move(x));
   }
 

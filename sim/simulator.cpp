@@ -657,6 +657,8 @@ void simulator::find_work(int cpu) {
   }
   v.st = vcpu::state::spinning;
   engine_->trace_idle(cpu, detail::idle_kind::spin, now_);
+  // Idle since phase_start, spinning: exit latency 0 (worker::idle_wait).
+  engine_->set_idle_state(cpu, 0, v.phase_start);
   ++nr_spinning_;
   v.spin_until = now_ + spin_ns_;
   push(std::min(now_ + cfg_.cost.spin_poll_ns, v.spin_until), ev::spin_poll, cpu, ++v.gen);
@@ -695,6 +697,7 @@ void simulator::park(int cpu) {
   }
   ++v.parks;
   engine_->trace_idle(cpu, detail::idle_kind::park, now_);
+  engine_->set_idle_state(cpu, detail::engine::parked_exit_latency_ns, v.phase_start);
 }
 
 // ---- the machine ---------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -615,6 +616,74 @@ TEST_CASE("spawn: find_idlest_group_cpu takes the first idle worker, else the le
   CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 1);
   m.at(2) = cpu_snapshot{};
   CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 2);
+}
+
+TEST_CASE("spawn: find_idlest_group_cpu takes the shallowest idle state, then the latest idle stamp",
+          "[cfs][placement]") {
+  // The kernel's find_idlest_group_cpu() (v5.9/v5.10): among idle CPUs the
+  // smallest exit latency wins whatever the stamps; of equal latency the
+  // latest rq->idle_stamp; a busy CPU only when none is idle.
+  constexpr std::int64_t parked = 5000;
+  machine m("pack:1 core:6 pu:1", 6);
+  sched_group g;
+  g.cpus = {0, 1, 2, 3, 4, 5};
+  const auto idle_in = [&](int w, std::int64_t exit_latency, std::int64_t stamp) {
+    m.at(w).idle_exit_latency_ns = exit_latency;
+    m.at(w).idle_stamp_ns = stamp;
+  };
+  m.run(0, 300);
+  idle_in(1, parked, 100);
+  idle_in(2, 0, 50);
+  idle_in(3, 0, 80);
+  idle_in(4, parked, 900);  // idled last, but parked
+  idle_in(5, 0, 80);        // as deep and as recent as 3: the first found stays
+  CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 3);
+
+  SECTION("the spinning ones busy: the most recently parked") {
+    m.run(2, 600).run(3, 600).run(5, 600);
+    CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 4);
+  }
+  SECTION("a shallower state found later restarts the stamp comparison at its own stamp") {
+    m.run(2, 600);
+    idle_in(1, parked, 900);
+    idle_in(3, 0, 10);
+    idle_in(4, 0, 5);
+    idle_in(5, 0, 20);
+    CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 5);
+  }
+  SECTION("between two non-zero exit latencies the smaller wins, whatever the stamps") {
+    idle_in(4, parked, 900);
+    idle_in(1, 1000, 1);
+    m.run(2, 600).run(3, 600).run(5, 600);
+    CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 1);
+  }
+  SECTION("every idle worker equal: the first in index order") {
+    for (const int w : {1, 2, 3, 4, 5}) idle_in(w, 0, 0);
+    CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 1);
+  }
+  SECTION("none idle: the least loaded, whatever stale idle state it reports") {
+    m.run(1, 500).run(2, 400).run(3, 200).run(4, 200).run(5, 100);
+    idle_in(3, parked, 1);
+    CHECK(cfs::find_idlest_group_cpu(m.spawn(0), g, 0) == 5);
+  }
+}
+
+TEST_CASE("spawn: find_idlest_cpu ends on the spinning worker of the idlest package, not the parked one",
+          "[cfs][placement]") {
+  // Package 0 (workers 0, 1) busy; package 1's worker 2 parked more
+  // recently than worker 3 started spinning. At the package level the two
+  // single-worker groups tie (one idle worker each, no util), so the
+  // worker the system level chose stays.
+  machine m(two_packages, 4);
+  m.run(0).run(1);
+  m.at(2).idle_exit_latency_ns = 5000;
+  m.at(2).idle_stamp_ns = 700;
+  m.at(3).idle_exit_latency_ns = 0;
+  m.at(3).idle_stamp_ns = 300;
+  CHECK(cfs::find_idlest_cpu(m.spawn(0), 0, cfs_features{}) == 3);
+  CHECK(cfs::select_task_rq(m.spawn(0), cfs_features{}) == 3);
+  m.at(3).idle_exit_latency_ns = 5000;  // both parked: the latest stamp
+  CHECK(cfs::select_task_rq(m.spawn(0), cfs_features{}) == 2);
 }
 
 // ------------------------------------------------------------------ fallbacks

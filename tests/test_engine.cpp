@@ -926,6 +926,43 @@ TEST_CASE("engine: the LLC's has_idle_cores hint is cleared by a fruitless core 
   CHECK(child.recent_used_cpu == 0);
 }
 
+TEST_CASE("engine: a spawn goes to the idle worker its backend reports shallowest, then most recently idled",
+          "[engine][cfs][placement]") {
+  // Two packages of two workers; worker 0 runs, so the fork balance sends
+  // a spawn from 0 to package 1 (two idle workers against one), and
+  // find_idlest_group_cpu() chooses between 2 and 3 by what their backends
+  // reported (set_idle_state()).
+  usched::detail::engine_config cfg;
+  cfg.fork_balance = true;
+  engine e = make_engine("pack:2 core:2 pu:1", 4, "cfs", cfg);
+  constexpr std::int64_t parked = engine::parked_exit_latency_ns;
+  std::vector<usched::cpu_snapshot> scratch;
+  sched_entity a, child;
+  e.enqueue(0, &a, enqueue_kind::spawn, 0);
+  REQUIRE(e.pick_next(0, nullptr, prev_action::requeue, 0) == &a);
+  e.set_idle_state(0, parked, 7);  // stale: worker 0 runs a fiber
+  e.set_idle_state(2, parked, 300);
+  e.set_idle_state(3, 0, 100);
+  test_access::snapshot(e, scratch, 1'000);
+  CHECK(scratch[0].idle_exit_latency_ns == 0);
+  CHECK(scratch[0].idle_stamp_ns == 0);
+  CHECK(scratch[1].idle_exit_latency_ns == 0);
+  CHECK(scratch[1].idle_stamp_ns == 0);
+  CHECK(scratch[2].idle_exit_latency_ns == parked);
+  CHECK(scratch[2].idle_stamp_ns == 300);
+  CHECK(scratch[3].idle_exit_latency_ns == 0);
+  CHECK(scratch[3].idle_stamp_ns == 100);
+  // 3 spins, 2 is parked: 3, though 2 went idle later.
+  CHECK(e.select_cpu(placement_kind::spawn, child, 0, 1, scratch, 1'000) == 3);
+  // Both parked: the one idle since later.
+  e.set_idle_state(3, parked, 100);
+  CHECK(e.select_cpu(placement_kind::spawn, child, 0, 1, scratch, 1'000) == 2);
+  // Both spinning, 3 idle since later.
+  e.set_idle_state(2, 0, 300);
+  e.set_idle_state(3, 0, 400);
+  CHECK(e.select_cpu(placement_kind::spawn, child, 0, 1, scratch, 1'000) == 3);
+}
+
 TEST_CASE("engine: the tick recomputes the slice: a fiber picked alone yields a slice of two after a wake-up",
           "[engine][cfs]") {
   // Seed 000's stranded wake-up: a hog picked while alone on its worker,

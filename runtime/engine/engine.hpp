@@ -75,6 +75,15 @@ class engine {
   // it bounds the time a source queue's lock is held.
   static constexpr unsigned max_migrate_per_pass = 32;
 
+  // The exit latency a backend reports for a parked worker
+  // (set_idle_state()): what waking it costs before it runs, the futex
+  // wake-to-run p50 of a parked worker (wake_cv parked, 5170 ns in
+  // docs/performance.md; the simulator's wake_parked_ns). A spinning
+  // worker reports 0, as the kernel's polling idle state has. Only the
+  // order matters to the spawn placement (a spinning worker before a
+  // parked one), so the value needs no tuning per machine.
+  static constexpr std::int64_t parked_exit_latency_ns = 5000;
+
   engine(domain_tree domains, std::unique_ptr<usched::policy> pol, engine_config cfg = {});
 
   std::size_t nr_cpus() const noexcept { return domains_.nr_cpus(); }
@@ -293,6 +302,19 @@ class engine {
   // Elsewhere relaxed is enough: a stale answer only delays a look.
   bool has_queued(int cpu, std::memory_order order = std::memory_order_relaxed) const noexcept {
     return rq(cpu).nr_queued.load(order) != 0;
+  }
+  // set_idle_state(): cpu's worker, idle, is now in an idle state whose
+  // exit latency is `exit_latency_ns` (0: spinning; parked_exit_latency_ns:
+  // parked), and has been idle since `since_ns` (engine time: when it
+  // stopped running fibers, unchanged while it only changes depth). The
+  // kernel's idle_set_state() and rq->idle_stamp, read by the spawn
+  // placement to choose between idle workers (find_idlest_group_cpu()).
+  // Only cpu's own thread calls it; the stores are relaxed, as every value
+  // a snapshot reads: a stale one only makes a placement less precise.
+  void set_idle_state(int cpu, std::int64_t exit_latency_ns, std::int64_t since_ns) noexcept {
+    runqueue& q = rq(cpu);
+    q.idle_exit_latency.store(exit_latency_ns, std::memory_order_relaxed);
+    q.idle_since.store(since_ns, std::memory_order_relaxed);
   }
   // nr_queued(): how many fibers wait in cpu's queue (relaxed: a count
   // for the backend's spawn backlog, exact only under the lock).

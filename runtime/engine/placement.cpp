@@ -52,6 +52,10 @@ void engine::snapshot_cpu(std::size_t i, cpu_snapshot& s, const now_source& now)
   // every runqueue to read.
   s.avg_idle_ns = 0;
   s.avg_scan_cost_ns = 0;
+  // The idle state its backend reported; a busy worker's is stale, and
+  // nothing reads it.
+  s.idle_exit_latency_ns = s.idle ? q.idle_exit_latency.load(std::memory_order_relaxed) : 0;
+  s.idle_stamp_ns = s.idle ? q.idle_since.load(std::memory_order_relaxed) : 0;
   if (!tracks_load()) return;
   // A runqueue nobody updated for a while (its worker is parked) still
   // holds the values of its last update; bring them to now, as the

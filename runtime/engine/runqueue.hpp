@@ -197,6 +197,12 @@ struct alignas(64) runqueue {
   // The average cost of this worker's wake-up scans of its LLC
   // (sd_llc->avg_scan_cost, SIS_PROP); only this worker's thread writes it.
   std::atomic<std::int64_t> avg_scan_cost{0};
+  // The idle state the backend last reported for this worker
+  // (engine::set_idle_state()): the exit latency of the state it is in and
+  // when its idle period began, read by the spawn placement's choice
+  // between idle workers. Only this worker's thread writes them.
+  std::atomic<std::int64_t> idle_exit_latency{0};
+  std::atomic<std::int64_t> idle_since{0};
   // Set by the worker that served an active balance this one asked for:
   // 1 + the lowest level of this worker's domains that spans both, whose
   // failure count this worker resets at its next pass (0: none).

@@ -386,6 +386,12 @@ void worker::idle_wait() {
   // spin when kicked, to balance in find_work().
   const bool kickable = !e.idle_pulls_by_itself();
   if (e.tracing()) [[unlikely]] e.trace_idle(index_, idle_kind::spin, engine_clock());
+  // The spawn placement prefers a spinning worker to a parked one, and of
+  // equals the one idle the shortest time (find_idlest_group_cpu()): the
+  // idle period began when this worker last left a fiber for its idle
+  // context, and a park or an unpark does not move it.
+  const std::int64_t idle_since = engine_now_ns(phase_start_cycles_);
+  e.set_idle_state(index_, 0, idle_since);
   if (kickable) spin_word_.store(spin_open, std::memory_order_seq_cst);
   rt_.nr_spinning.fetch_add(1, std::memory_order_seq_cst);
   const std::int64_t spin_until = engine_now_ns() + rt_.spin_ns();
@@ -475,6 +481,7 @@ void worker::idle_wait() {
     if (until != far_deadline_ns) timeout = std::max<std::int64_t>(0, until - now_ns());
     slept = in_io || timeout != 0;
     if (e.tracing() && slept) [[unlikely]] e.trace_idle(index_, idle_kind::park, engine_clock());
+    if (slept) e.set_idle_state(index_, engine::parked_exit_latency_ns, idle_since);
     if (in_io) {
       parks_.add();
       io_->wait(*this, timeout);
@@ -488,6 +495,9 @@ void worker::idle_wait() {
   park_word_.store(0, std::memory_order_seq_cst);
   rt_.nr_parked.fetch_sub(1, std::memory_order_seq_cst);
   if (e.tracing() && slept) [[unlikely]] e.trace_idle(index_, idle_kind::unpark, engine_clock());
+  // Awake again, as the kernel's CPU out of its cpuidle state
+  // (idle_set_state(rq, NULL)): polling until it finds work or parks anew.
+  if (slept) e.set_idle_state(index_, 0, idle_since);
   // A monitor asleep because every worker was parked looks again.
   rt_.wake_monitor_if_asleep();
   // Woken for a pull kick (mark_pull()): balance unrationed.
