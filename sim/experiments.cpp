@@ -101,13 +101,6 @@ struct experiment {
   // names the files.
   std::vector<std::string> figure_policies;
   std::string figure;
-  // Workloads near the experiment's own, in the same form (schbench
-  // arguments when schbench_args is set, else workload texts, each with
-  // {r}): think, sleep and run lengths halved and doubled, fiber counts one
-  // up or down or doubled. Run under the same policies and seeds, they say
-  // whether the shape belongs to the mechanism or to the one workload
-  // chosen.
-  std::vector<std::string> nearby;
 };
 
 // ---- metrics -----------------------------------------------------------------

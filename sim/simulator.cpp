@@ -697,7 +697,10 @@ void simulator::park(int cpu) {
   }
   ++v.parks;
   engine_->trace_idle(cpu, detail::idle_kind::park, now_);
-  engine_->set_idle_state(cpu, detail::engine::parked_exit_latency_ns, v.phase_start);
+  // What a spawn's placement reads of it (find_idlest_group_cpu()): the
+  // machine's wake of a parked worker and its first idle state's exit, the
+  // state a CPU that has just gone idle is in.
+  engine_->set_idle_state(cpu, cfg_.cost.wake_parked_ns + idle_exit_ns(0), v.phase_start);
 }
 
 // ---- the machine ---------------------------------------------------------------
