@@ -503,7 +503,7 @@ std::vector<experiment> experiments() {
       const double good_tail = m.at("cfs-runnable-load")[2];
       const double bad_tail = m.at("cfs-blocked-load")[2];
       shape s;
-      s.holds = bad >= 1.5 * good && bad_tail > good_tail;
+      s.holds = bad > 0 && bad >= 1.5 * good && bad_tail > good_tail;
       s.text = "counting blocked load makes the balancer pick a group without a stacked worker at least 1.5x as "
                "often, and the late wake-ups it strands raise the p99.9: " +
                number(bad, 0) + " odd picks against " + number(good, 0) + " (" + ratio(bad, good) +
