@@ -6,7 +6,10 @@
 # skipped, and the exit status.
 script=$1
 build=$2
-dir=$(mktemp -d) || exit 99
+# Inside the build folder: the pack's copies of the libraries are the
+# build's own output, not libraries a machine must have installed
+# (scripts/check-packages.sh skips what lies under the build folder).
+dir=$(mktemp -d "$build/validate-at-scale.XXXXXX") || exit 99
 trap 'rm -rf "$dir"' EXIT
 trap 'exit 143' INT TERM
 if ! sh "$script" --pack "$build" "$dir/pack" > "$dir/pack.log" 2>&1; then
