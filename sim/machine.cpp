@@ -59,7 +59,9 @@ constexpr std::int64_t us = 1000;
 machine ideal() {
   machine m;
   m.name = "ideal";
-  m.description = "no noise: every cost its median, every worker in lockstep, the tick at HZ=1000 from time 0";
+  m.description =
+      "no noise: every cost its median, and usched's own tick, each worker's due 1 ms after its last (HZ=1000)";
+  m.jiffies = false;
   return m;
 }
 

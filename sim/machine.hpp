@@ -27,7 +27,8 @@
 //   the tick
 //       one grid per machine, every 1/HZ s from a phase drawn from the
 //       seed, as jiffies are; an idle (nohz) CPU does not tick and rejoins
-//       the grid when it wakes
+//       the grid when it wakes (the noise-free machine keeps usched's
+//       per-worker tick instead, due one tick after the worker's last)
 //
 // Every draw comes from generators seeded by the run's seed, apart from
 // the policies' own bits: the same seed gives the same run, and a
@@ -107,6 +108,11 @@ struct machine {
   std::string name;
   std::string description;  // in words, for the experiments page
   unsigned hz = 1000;       // CONFIG_HZ
+  // The tick: one grid for every CPU (the kernel's jiffies; nohz CPUs
+  // rejoin it), or each worker's own, due one tick after its last (usched's
+  // monitor times each worker's tick so, and the noise-free machine models
+  // usched's backend).
+  bool jiffies = true;
   // How long an idle worker spins before it parks, in us (-1: the
   // runtime's options::spin). A kernel's idle CPU does not spin: it enters
   // its idle state at once (a VM guest halts), so the kernel machines say 0.

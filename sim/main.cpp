@@ -232,6 +232,7 @@ int validate(const command& c) {
   v.quick = c.quick;
   v.cost = c.cfg.cost;
   v.hz = c.cfg.hz;
+  v.jiffies = c.cfg.jiffies;
   v.jitter = c.cfg.jitter;
   v.seed = c.cfg.seed;
   return run_mode([&] { return usched::sim::run_validation(v, std::cout, std::cerr); });

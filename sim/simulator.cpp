@@ -206,7 +206,8 @@ void simulator::handle(const event& e) {
     // expires earlier only if another timer interrupt of its CPU comes
     // between: on a running CPU, its tick.
     std::int64_t fire = now_ + cfg_.jitter.timer_slack_ns;
-    if (cpus_[static_cast<std::size_t>(e.cpu)].st == vcpu::state::running) fire = std::min(fire, tick_after(now_ - 1));
+    const vcpu& v = cpus_[static_cast<std::size_t>(e.cpu)];
+    if (v.st == vcpu::state::running) fire = std::min(fire, cfg_.jiffies ? tick_after(now_ - 1) : std::max(v.next_tick, now_));
     if (fire <= now_) {
       try_to_wake_up(*e.f, placement_kind::wake, wake_reason::timer, e.cpu);
     } else {
@@ -229,11 +230,12 @@ void simulator::handle(const event& e) {
       spin_poll(e.cpu);
       break;
     case ev::look:
-      // A parked worker is a CPU in nohz idle: its tick stopped, and it
-      // rejoins the grid at the next tick, not at once.
+      // A parked worker is a CPU in nohz idle: its tick stopped, and on a
+      // machine with jiffies it rejoins the grid at the next tick, not at
+      // once. usched's worker ticks when it looks, if its tick is due.
       if (v.st == vcpu::state::parked) {
         --nr_parked_;
-        v.next_tick = tick_after(now_);
+        if (cfg_.jiffies) v.next_tick = tick_after(now_);
       }
       if (v.st == vcpu::state::spinning) --nr_spinning_;
       v.st = vcpu::state::waking;
@@ -596,7 +598,7 @@ void simulator::check(int cpu) {
 
 unsigned simulator::tick(int cpu) {
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
-  v.next_tick = tick_after(now_);
+  v.next_tick = cfg_.jiffies ? tick_after(now_) : now_ + tick_ns_;
   const detail::tick_result r = engine_->tick(cpu, now_, random_of(cpu), v.scratch);
   if (r.kick) kick_idle(cpu);
   poke_requests();

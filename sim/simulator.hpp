@@ -116,10 +116,12 @@ struct sim_config {
   // preset alone.
   usched::options options;
   // The machine (machine.hpp): the backend's costs (the medians of their
-  // draws), the tick's HZ, and the noise around them. The default is the
-  // noise-free model at HZ=1000; use_machine() sets all three from one.
+  // draws), the tick's HZ and grid, and the noise around them. The default
+  // is the noise-free model at HZ=1000 with usched's per-worker tick;
+  // use_machine() sets them all from one.
   costs cost;
   unsigned hz = 1000;
+  bool jiffies = false;  // machine::jiffies
   noise jitter;
   // When set, every scheduling event is recorded into it in virtual time
   // (detail/trace.hpp): the engine's own (switches, wake-ups and their
@@ -135,6 +137,7 @@ inline void use_machine(sim_config& cfg, const machine& m) {
   if (m.spin_us >= 0) cfg.options.spin = std::chrono::microseconds(m.spin_us);
   cfg.cost = m.cost;
   cfg.hz = m.hz;
+  cfg.jiffies = m.jiffies;
   cfg.jitter = m.jitter;
 }
 

@@ -99,6 +99,7 @@ int run_validation(const validate_options& v, std::ostream& out, std::ostream& p
       cfg.options = base;
       cfg.cost = v.cost;
       cfg.hz = v.hz;
+      cfg.jiffies = v.jiffies;
       cfg.jitter = v.jitter;
       simulator sim(cfg);
       const schbench::run_summary simulated = run_schbench_model(sim, o, ignore);

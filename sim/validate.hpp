@@ -13,6 +13,7 @@ struct validate_options {
   bool quick = false;   // one shape, three policies, 2 s runs
   costs cost;           // the simulator's costs (--cost)
   unsigned hz = 1000;   // and its machine's tick and noise (--machine, --noise)
+  bool jiffies = false;
   noise jitter;
   std::uint64_t seed = 1;
 };

@@ -58,11 +58,13 @@ bool is_switch(const dt::trace_record& r, dt::stop_reason why) {
 }  // namespace
 
 TEST_CASE("machine: slices end on the machine's tick grid, at its HZ", "[sim][machine]") {
-  // Two hogs on one worker: each slice ends at a tick, and every tick is a
-  // multiple of 1/HZ from the grid's phase (0 on the noise-free machine).
+  // Two hogs on one worker: each slice ends at a tick, and every tick of a
+  // machine with jiffies is a multiple of 1/HZ from the grid's phase (0
+  // unless drawn).
   for (const unsigned hz : {250u, 1000u}) {
     auto c = config("pack:1 core:1 pu:1", "cfs");
     c.hz = hz;
+    c.jiffies = true;
     const std::int64_t tick = 1'000'000'000 / static_cast<std::int64_t>(hz);
     const auto records = traced(c, "runtime 200ms\nfiber hog x2\n  run 1s\n");
     int slices = 0;
@@ -78,6 +80,7 @@ TEST_CASE("machine: slices end on the machine's tick grid, at its HZ", "[sim][ma
 
 TEST_CASE("machine: a drawn tick phase moves the whole grid, the same for every worker", "[sim][machine]") {
   auto c = config("pack:1 core:2 pu:1", "cfs");
+  c.jiffies = true;
   c.jitter.random_tick_phase = true;
   c.seed = 7;
   const auto records = traced(c, "runtime 100ms\nfiber hog x2 pin=0\n  run 1s\nfiber other x2 pin=1\n  run 1s\n");
@@ -113,6 +116,7 @@ TEST_CASE("machine: a sleep's timer fires at its deadline plus the slack, or at 
   }
   SECTION("beside a hog: the first tick from the deadline on, when it comes within the slack") {
     auto c = config("pack:1 core:1 pu:1", "cfs");
+    c.jiffies = true;
     c.jitter.timer_slack_ns = slack;
     const auto records =
         traced(c, "runtime 50ms\nfiber hog\n  run 10s\nfiber sleeper\n  run 10us\n  sleep 980us\n  repeat\n");
