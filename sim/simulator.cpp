@@ -748,9 +748,11 @@ void simulator::irqs_known(vcpu& v, std::int64_t t) {
 }
 
 // prune_irqs(): forgets the interrupts that ended before the running
-// stretch began (nothing asks about earlier times again).
+// stretch began, or, on a CPU not running, before now: nothing asks about
+// earlier times again.
 void simulator::prune_irqs(vcpu& v) {
-  while (v.irq_first < v.irqs.size() && v.irqs[v.irq_first].second <= v.seg_start) ++v.irq_first;
+  const std::int64_t floor = v.st == vcpu::state::running ? v.seg_start : now_;
+  while (v.irq_first < v.irqs.size() && v.irqs[v.irq_first].second <= floor) ++v.irq_first;
   if (v.irq_first > 256 && 2 * v.irq_first > v.irqs.size()) {
     v.irqs.erase(v.irqs.begin(), v.irqs.begin() + static_cast<std::ptrdiff_t>(v.irq_first));
     v.irq_first = 0;
@@ -761,6 +763,7 @@ void simulator::prune_irqs(vcpu& v) {
 std::int64_t simulator::free_at(int cpu, std::int64_t t) {
   if (!irqs_on_) return t;
   vcpu& v = cpus_[static_cast<std::size_t>(cpu)];
+  prune_irqs(v);
   for (;;) {
     irqs_known(v, t);
     bool moved = false;
