@@ -98,25 +98,38 @@ thread_run seed000_v5_9() {
   return r;
 }
 
+sim_config experiment_config(const std::string& topology, const std::string& policy, std::uint64_t seed,
+                             const machine& m) {
+  sim_config cfg;
+  cfg.topology = topology;
+  cfg.policy = policy;
+  cfg.seed = seed;
+  cfg.options = usched::options::kernel_experiment();
+  use_machine(cfg, m);
+  return cfg;
+}
+
+std::string with_runtime(std::string s, std::uint64_t runtime_s) {
+  const std::string key = "{r}";
+  for (auto at = s.find(key); at != std::string::npos; at = s.find(key)) s.replace(at, key.size(), std::to_string(runtime_s));
+  return s;
+}
+
+sb::run_summary run_schbench_args(simulator& sim, const std::string& args) {
+  std::vector<std::string> argv;
+  std::istringstream in(args);
+  for (std::string a; in >> a;) argv.push_back(a);
+  argv.insert(argv.end(), {"-i", "0"});
+  std::ostringstream ignore;
+  return run_schbench_model(sim, sb::parse_cli(argv, "usched_sim -- schbench"), ignore);
+}
+
 block_spread simulate(const thread_run& run, const machine& m, const std::vector<std::uint64_t>& seeds,
                       std::uint64_t runtime_s) {
   std::vector<percentile_block> blocks;
   for (const std::uint64_t seed : seeds) {
-    sim_config cfg;
-    cfg.topology = run.topology;
-    cfg.policy = run.policy;
-    cfg.seed = seed;
-    cfg.options = usched::options::kernel_experiment();
-    use_machine(cfg, m);
-    simulator sim(cfg);
-    std::string args = run.schbench;
-    args.replace(args.find("{r}"), 3, std::to_string(runtime_s));
-    std::vector<std::string> argv;
-    std::istringstream in(args);
-    for (std::string a; in >> a;) argv.push_back(a);
-    argv.insert(argv.end(), {"-i", "0"});
-    std::ostringstream ignore;
-    blocks.push_back(block_of(run_schbench_model(sim, sb::parse_cli(argv, "usched_sim -- schbench"), ignore)));
+    simulator sim(experiment_config(run.topology, run.policy, seed, m));
+    blocks.push_back(block_of(run_schbench_args(sim, with_runtime(run.schbench, runtime_s))));
   }
   return spread_of(blocks);
 }

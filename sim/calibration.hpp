@@ -26,6 +26,7 @@
 
 #include "histogram.hpp"
 #include "machine.hpp"
+#include "simulator.hpp"
 
 namespace usched::sim {
 
@@ -67,6 +68,17 @@ struct thread_run {
 // fitted run; v5.9 at 0b0695f2b34a, predicted).
 thread_run seed000_fixed();
 thread_run seed000_v5_9();
+
+// What every kernel experiment runs: the kernel's settings
+// (options::kernel_experiment(), whatever the environment says), then the
+// machine on top (its idle spin included).
+sim_config experiment_config(const std::string& topology, const std::string& policy, std::uint64_t seed,
+                             const machine& m);
+// with_runtime(): `s` with each {r} replaced by `runtime_s`.
+std::string with_runtime(std::string s, std::uint64_t runtime_s);
+// run_schbench_args(): the clone's flags `args` (whitespace-separated, the
+// run's length already in) on `sim`, without interval blocks (-i 0).
+schbench::run_summary run_schbench_args(simulator& sim, const std::string& args);
 
 // simulate(): `run` under `m` for `seeds` seeds of `runtime_s` seconds each.
 block_spread simulate(const thread_run& run, const machine& m, const std::vector<std::uint64_t>& seeds,

@@ -158,12 +158,6 @@ metric used_utilization() {
 
 // ---- runs --------------------------------------------------------------------
 
-std::string with_runtime(std::string s, std::uint64_t runtime_s) {
-  const std::string key = "{r}";
-  for (auto at = s.find(key); at != std::string::npos; at = s.find(key)) s.replace(at, key.size(), std::to_string(runtime_s));
-  return s;
-}
-
 // machine_for(): the machine `x` runs on under `o`: the experiment's own
 // unless --machine names another, with --cost and --noise on top.
 machine machine_for(const experiment& x, const experiments_options& o) {
@@ -175,28 +169,18 @@ machine machine_for(const experiment& x, const experiments_options& o) {
 
 run_result run_one(const experiment& x, const std::string& policy, std::uint64_t seed, std::uint64_t runtime_s,
                    const machine& m, detail::tracer* trace = nullptr) {
-  sim_config cfg;
+  // The kernels the experiments stand for, whatever the environment says,
+  // on the thread's machine.
+  sim_config cfg = experiment_config(x.topology, policy, seed, m);
   cfg.trace = trace;
-  cfg.topology = x.topology;
-  cfg.policy = policy;
-  cfg.seed = seed;
-  use_machine(cfg, m);
-  // The kernels the experiments stand for, whatever the environment says.
-  cfg.options = usched::options::kernel_experiment();
   simulator sim(cfg);
-  std::ostringstream ignore;
   run_result r;
   if (!x.schbench_args.empty()) {
-    std::vector<std::string> args;
-    std::istringstream in(with_runtime(x.schbench_args, runtime_s));
-    for (std::string a; in >> a;) args.push_back(a);
-    args.insert(args.end(), {"-i", "0"});
-    const sb::cli_options o = sb::parse_cli(args, "usched_sim -- schbench");
-    r.summary = run_schbench_model(sim, o, ignore);
+    r.summary = run_schbench_args(sim, with_runtime(x.schbench_args, runtime_s));
   } else {
     std::istringstream in(with_runtime(x.workload, runtime_s));
-    const workload w = parse_workload(in, "experiment");
-    r.summary = run_workload(sim, w, ignore);
+    std::ostringstream ignore;
+    r.summary = run_workload(sim, parse_workload(in, "experiment"), ignore);
   }
   r.stats = sim.stats();
   r.migrations = sim.migrations();
