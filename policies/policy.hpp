@@ -240,6 +240,10 @@ enum class queue_discipline : std::uint8_t {
   // Ordered by vruntime with CFS slices and wake-up preemption, with PELT
   // load tracking.
   fair,
+  // EEVDF (the kernel's fair class since v6.6): the earliest virtual
+  // deadline among the fibers with non-negative lag, slices requested per
+  // fiber, lag kept across sleep; PELT load tracking as under `fair`.
+  eevdf,
 };
 
 // Which load the engine keeps v4.11's per-CPU load history of

@@ -91,6 +91,7 @@ class engine {
   const usched::policy& policy() const noexcept { return *policy_; }
   const engine_config& config() const noexcept { return cfg_; }
   bool fair() const noexcept { return fair_; }
+  bool eevdf() const noexcept { return eevdf_; }
   bool tracks_load() const noexcept { return tracks_load_; }
   // keeps_time(): whether a switch away from a running fiber reads the
   // clock (vruntime or load accounting); FIFO and LIFO without load
@@ -671,8 +672,9 @@ class engine {
   // The policy's fixed facts, read once; the disciplines and load tracking
   // follow from them and the configuration.
   policy_traits traits_;
-  bool fair_;
-  bool lifo_;  // LIFO discipline, never with fair_
+  bool fair_;   // a virtual-time discipline: CFS's (fair) or EEVDF's
+  bool eevdf_;  // EEVDF's, always with fair_
+  bool lifo_;   // LIFO discipline, never with fair_
   bool tracks_load_;
   // Fibers carry util estimates (tracks_load_ and policy_traits::util_est).
   bool util_est_;
