@@ -20,8 +20,7 @@ struct entity {
   usched::detail::eevdf_links<entity> ev{};
   std::uint64_t vruntime = 0;
   std::uint64_t ev_min_vruntime = 0;
-  std::uint32_t slice = 0;
-  std::uint32_t min_slice = 0;
+  usched::detail::eevdf_slices ev_slice{};
   bool queued = false;
   std::uint64_t seq = 0;  // insertion order, for the reference's ties
 };
@@ -71,7 +70,7 @@ TEST_CASE("eevdf tree: shape, order, minima and pick against a scan, through ran
     } else {
       e.ev.deadline = base + rand(12000);
       e.vruntime = e.ev.deadline - rand(4000);
-      e.slice = 100 + static_cast<std::uint32_t>(rand(50)) * 100;
+      e.ev_slice.request = 100 + static_cast<std::uint32_t>(rand(50)) * 100;
       e.seq = ++seq;
       t.insert(e);
       e.queued = true;
@@ -83,10 +82,10 @@ TEST_CASE("eevdf tree: shape, order, minima and pick against a scan, through ran
     REQUIRE(order == reference_order(all));
     if (order.empty()) continue;
     // min_slice and min_vruntime at the root.
-    std::uint32_t ms = order.front()->slice;
+    std::uint32_t ms = order.front()->ev_slice.request;
     std::uint64_t mv = order.front()->vruntime;
     for (const entity* x : order) {
-      ms = std::min(ms, x->slice);
+      ms = std::min(ms, x->ev_slice.request);
       if (usched::detail::vtime_before(x->vruntime, mv)) mv = x->vruntime;
     }
     REQUIRE(t.min_slice() == ms);
@@ -115,7 +114,7 @@ TEST_CASE("eevdf tree: a descending and an ascending run of inserts stay within 
   for (std::size_t i = 0; i < all.size(); ++i) {
     all[i].ev.deadline = i % 2 ? 1'000'000 - i : 1'000'000 + i;
     all[i].vruntime = all[i].ev.deadline;
-    all[i].slice = 3000;
+    all[i].ev_slice.request = 3000;
     t.insert(all[i]);
   }
   REQUIRE(t.valid());

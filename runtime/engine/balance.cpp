@@ -306,7 +306,13 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const
   }
   for (unsigned i = 0; i < n; ++i) {
     sched_entity* se = list[i];
-    if (fair_) se->vruntime += q.min_vruntime;
+    if (eevdf_) {
+      // Placed by the lag it left with (PLACE_LAG), its deadline kept
+      // relative (PLACE_REL_DEADLINE).
+      place_entity(q, *se, false);
+    } else if (fair_) {
+      se->vruntime += q.min_vruntime;
+    }
     if (tracks_load()) {
       q.pelt.attach(se->avg, se->weight);
       q.pelt.enqueue_runnable(se->avg);
@@ -332,9 +338,20 @@ void engine::attach_fibers(int dst, sched_entity* const* list, unsigned n, const
 }
 
 // detach_entity(): take a queued fiber off `src` (locked) to move it to
-// another worker: its runnable load leaves, its vruntime becomes relative.
+// another worker: its runnable load leaves, its vruntime becomes relative
+// (under EEVDF: its lag is taken, and its deadline made relative).
 void engine::detach_entity(runqueue& src, sched_entity& se) noexcept {
+  // Against the average with it still in (its node's field is the tree's
+  // until it leaves).
+  const std::int64_t lag = eevdf_ ? entity_lag(avg_vruntime(src), se) : 0;
   queue_remove(src, &se);
+  if (eevdf_) {
+    se.vlag = lag;
+    if (ev_feature(feat_place_rel_deadline)) {
+      se.ev.deadline -= se.vruntime;
+      se.ev_flags |= ev_rel_deadline;
+    }
+  }
   --src.nr_running;
   src.load_weight -= se.weight;
   account_numa(static_cast<int>(&src - rqs_.get()), src, se, -1);
@@ -344,7 +361,7 @@ void engine::detach_entity(runqueue& src, sched_entity& se) noexcept {
     util_est_dequeue(src, se, false);
   }
   se.on_rq.store(false, std::memory_order_relaxed);
-  if (fair_) se.vruntime -= src.min_vruntime;  // relative while in flight
+  if (fair_ && !eevdf_) se.vruntime -= src.min_vruntime;  // relative while in flight
 }
 
 // active_balance_victim(): what the stopper of an active balance moves
@@ -366,7 +383,7 @@ sched_entity* engine::active_balance_victim(runqueue& q, int dst) noexcept {
     if (se->pinned >= 0 && se->pinned != dst) return;
     if (!best || se->exec_start < best->exec_start) best = se;
   };
-  if (fair_) {
+  if (fair_ && !eevdf_) {
     for (sched_entity& se : q.timeline) consider(&se);
   } else {
     for (sched_entity* se = q.head; se; se = se->rq_next) consider(se);

@@ -61,7 +61,15 @@ bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& n
   runqueue& q = rq(cpu);
   q.lock.lock();
   const bool still = se->on_rq.load(std::memory_order_relaxed);
-  if (still) {
+  if (still && (se->ev_flags & ev_delayed)) {
+    // EEVDF's delayed dequeue: it blocked with negative lag and is still
+    // queued here, not runnable; it becomes runnable where it is, with no
+    // placement (ttwu_runnable()).
+    ev_requeue_delayed(cpu, q, *se, now);
+    count_wakeup(cpu, *se, why, now, waker);
+    ev_check_preempt(cpu, q, *se);
+    publish(q);
+  } else if (still) {
     se->wake_pending = true;
     count_wakeup(cpu, *se, why, now, waker);
   }
@@ -79,7 +87,7 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
   const int from = se->cpu.load(std::memory_order_relaxed);
   const bool migrated = kind == enqueue_kind::wakeup && from >= 0 && from != cpu;
   std::uint64_t from_min = 0;
-  if (fair_ && migrated) from_min = rq(from).min_vruntime_pub.load(std::memory_order_relaxed);
+  if (fair_ && !eevdf_ && migrated) from_min = rq(from).min_vruntime_pub.load(std::memory_order_relaxed);
   if (tracks_load() && migrated) {
     // Its blocked contribution leaves the old worker's signals.
     pelt_update(se->avg, now(), se->weight, false, false);
@@ -120,7 +128,12 @@ unsigned engine::enqueue(int cpu, sched_entity* se, enqueue_kind kind, const now
       util_est_enqueue(q, *se);
     }
   }
-  if (fair_) {
+  if (eevdf_) {
+    // Placed by its lag, kept from when it left (a new fiber has none),
+    // wherever it left from: the lag is relative to each queue's average.
+    if (kind != enqueue_kind::wakeup) se->vlag = 0;
+    place_entity(q, *se, kind != enqueue_kind::wakeup);
+  } else if (fair_) {
     if (kind != enqueue_kind::wakeup) {
       // A new fiber starts one slice behind the others (START_DEBIT), so
       // spawning cannot be used to jump the queue.
@@ -170,15 +183,43 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
   if (joined) take_handoff(cpu, q, joined);
   if (prev && action == prev_action::block && prev->wake_pending) action = prev_action::requeue;
   bool load_changed = false;
+  // EEVDF: the running fiber keeps the worker, requeued, while its slice
+  // is protected (the pick's RUN_TO_PARITY, tested before it rejoins the
+  // tree, as the kernel's pick sees curr outside it).
+  bool keep_prev = false;
+  // EEVDF's delayed dequeue: prev blocks with negative lag and stays queued.
+  bool delayed = false;
+  // prev's protected vruntime, which its requeue into the tree overwrites
+  // (the union with its subtree's smallest vruntime): a re-pick of the
+  // running fiber keeps it (the kernel does not set the next entity again).
+  std::uint64_t prev_vprot = 0;
   if (prev) {
     prev->wake_pending = false;
     assert(q.curr == prev);
     update_curr(q, now);
     const bool requeue = action == prev_action::requeue;
+    if (eevdf_) {
+      prev_vprot = prev->vprot;
+      if (yielding) ev_yield(q, *prev);
+      if (requeue) {
+        keep_prev = !yielding && ev_nr_queued(q) > 1 && entity_eligible(q, *prev) && protect_slice(*prev);
+      } else if (action == prev_action::block) {
+        delayed = ev_block(q, *prev);
+      }
+    }
     if (tracks_load()) load_changed = update_load(q, now(), !requeue);
     q.curr = nullptr;
     if (requeue) {
       queue_insert(q, prev, false);
+    } else if (delayed) {
+      // Out of the runnable counts, into the tree alone; still on_rq, for
+      // its waker to find it here.
+      --q.nr_running;
+      q.load_weight -= prev->weight;
+      account_numa(cpu, q, *prev, -1);
+      leave_signals(q, *prev, action);
+      load_changed = true;
+      ev_enqueue(q, *prev);
     } else {
       --q.nr_running;
       q.load_weight -= prev->weight;
@@ -218,11 +259,11 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
       counters_[static_cast<std::size_t>(cpu)].active_abandoned.add();
     }
   }
-  sched_entity* next = queue_first(q);
+  sched_entity* next = keep_prev && prev->on_rq.load(std::memory_order_relaxed) ? prev : queue_first(q);
   // A join handed the worker over (hand_off, wake_joiner): that fiber runs
   // next, whatever vruntime order would pick.
   if (fair_ && q.handoff) [[unlikely]] next = q.handoff;
-  if (fair_ && yielding && next == prev) {
+  if (fair_ && !eevdf_ && yielding && next == prev) {
     // sched_yield() under CFS (yield_task_fair() sets the skip buddy): the
     // yielder steps aside for the next fiber in vruntime order, unless that
     // one is more than the wake-up granularity ahead of it; then the yield
@@ -244,6 +285,7 @@ sched_entity* engine::pick_next(int cpu, sched_entity* prev, prev_action action,
     // after the fiber is made (see struct fiber).
     if (fair_) {
       set_next_entity(q, *next, now());
+      if (eevdf_ && next == prev) next->vprot = prev_vprot;
     } else {
       q.slice_ns = cfg_.fifo_slice_ns;
     }
@@ -348,7 +390,8 @@ tick_result engine::tick(int cpu, const now_source& now, std::uint64_t random, s
     q.lock.lock();
     update_curr(q, now);
     if (tracks_load()) update_load(q, now());
-    if (fair_ && q.curr && q.nr_running > 1) check_preempt_tick(cpu, q);
+    // Under EEVDF, update_curr() has asked for the switch already.
+    if (fair_ && !eevdf_ && q.curr && q.nr_running > 1) check_preempt_tick(cpu, q);
     cpu_load_tick(q, now);
     publish(q);
     q.lock.unlock();

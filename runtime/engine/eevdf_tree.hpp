@@ -22,8 +22,8 @@
 // equal keys, as rb_add's `less` does), so the leftmost eligible fiber is
 // the oldest of equal deadlines, as in the kernel.
 //
-// Entity: has `ev` (an eevdf_links<Entity>: the links and the key), and
-// `vruntime`, `ev_min_vruntime` (64-bit), `slice`, `min_slice` (32-bit, ns).
+// Entity: has `ev` (an eevdf_links<Entity>: the links and the key),
+// `ev_slice` (an eevdf_slices), and 64-bit `vruntime` and `ev_min_vruntime`.
 #pragma once
 
 #include <cassert>
@@ -41,6 +41,13 @@ struct eevdf_links {
   // 0, 1 or 2) in the low two bits.
   std::uintptr_t parent_balance;
   std::uint64_t deadline;  // virtual deadline: the tree's key
+};
+
+// A fiber's slice request and the smallest request of its subtree, in ns
+// (at most 100 ms: 32 bits).
+struct eevdf_slices {
+  std::uint32_t request;
+  std::uint32_t min;
 };
 
 // Wrap-safe orders of virtual times, as the kernel's.
@@ -61,14 +68,14 @@ class eevdf_tree {
   Entity* leftmost() const noexcept { return leftmost_; }
 
   // The smallest slice queued; only when not empty.
-  std::uint32_t min_slice() const noexcept { return root_->min_slice; }
+  std::uint32_t min_slice() const noexcept { return root_->ev_slice.min; }
   // The smallest vruntime queued; only when not empty.
   std::uint64_t min_vruntime() const noexcept { return root_->ev_min_vruntime; }
 
   void insert(Entity& se) noexcept {
     se.ev.left = se.ev.right = nullptr;
     se.ev_min_vruntime = se.vruntime;
-    se.min_slice = se.slice;
+    se.ev_slice.min = se.ev_slice.request;
     if (root_ == nullptr) {
       set_parent(se, nullptr, 1);
       root_ = leftmost_ = &se;
@@ -205,14 +212,14 @@ class eevdf_tree {
   // The node's augmented values from its own and its children's.
   static void recompute(Entity& n) noexcept {
     std::uint64_t v = n.vruntime;
-    std::uint32_t s = n.slice;
+    std::uint32_t s = n.ev_slice.request;
     for (const Entity* c : {n.ev.left, n.ev.right}) {
       if (c == nullptr) continue;
       if (vtime_before(c->ev_min_vruntime, v)) v = c->ev_min_vruntime;
-      if (c->min_slice < s) s = c->min_slice;
+      if (c->ev_slice.min < s) s = c->ev_slice.min;
     }
     n.ev_min_vruntime = v;
-    n.min_slice = s;
+    n.ev_slice.min = s;
   }
 
   // From n up to the root, each node's augmented values again. Rotations
@@ -356,13 +363,13 @@ class eevdf_tree {
     if (n->ev.left && vtime_before(n->ev.deadline, n->ev.left->ev.deadline)) return false;
     if (n->ev.right && vtime_before(n->ev.right->ev.deadline, n->ev.deadline)) return false;
     std::uint64_t v = n->vruntime;
-    std::uint32_t s = n->slice;
+    std::uint32_t s = n->ev_slice.request;
     for (const Entity* c : {n->ev.left, n->ev.right}) {
       if (c == nullptr) continue;
       if (vtime_before(c->ev_min_vruntime, v)) v = c->ev_min_vruntime;
-      if (c->min_slice < s) s = c->min_slice;
+      if (c->ev_slice.min < s) s = c->ev_slice.min;
     }
-    if (v != n->ev_min_vruntime || s != n->min_slice) return false;
+    if (v != n->ev_min_vruntime || s != n->ev_slice.min) return false;
     height = 1 + (hl > hr ? hl : hr);
     return true;
   }

@@ -278,7 +278,9 @@ class engine {
   struct foreign_mark {
     sched_entity* se = nullptr;
     std::uint64_t vruntime = 0;
-    std::int64_t sum_exec = 0;
+    std::int64_t sum_exec = 0;      // fair
+    std::uint64_t deadline = 0;     // eevdf
+    std::int64_t begun = 0;         // eevdf: when the foreign work began
   };
   foreign_mark foreign_begin(int cpu, sched_entity* se, const now_source& now);
   void foreign_end(int cpu, const foreign_mark& m, const now_source& now);
@@ -434,8 +436,10 @@ class engine {
   // yield path.
   static void list_link(runqueue& q, sched_entity* se, bool front) noexcept;
   static void list_unlink(runqueue& q, sched_entity* se) noexcept;
-  static void timeline_insert(runqueue& q, sched_entity* se) noexcept;
-  static void timeline_erase(runqueue& q, sched_entity* se) noexcept;
+  // The virtual-time order's insert and erase: CFS's timeline or EEVDF's
+  // tree, whichever the discipline keeps.
+  void timeline_insert(runqueue& q, sched_entity* se) noexcept;
+  void timeline_erase(runqueue& q, sched_entity* se) noexcept;
   sched_entity* queue_first(runqueue& q) noexcept;
 
   // ---- the events' parts (core.cpp) ---------------------------------------------
@@ -512,8 +516,56 @@ class engine {
   void place_woken(const runqueue& q, sched_entity& se) const noexcept;
   void set_next_entity(runqueue& q, sched_entity& se, std::int64_t t) noexcept;
   void set_slice(runqueue& q, const sched_entity& se) noexcept;
-  void check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept;
+  void check_preempt(int cpu, runqueue& q, sched_entity& se) noexcept;
   void check_preempt_tick(int cpu, runqueue& q) noexcept;
+
+  // ---- the EEVDF discipline (eevdf.cpp) ------------------------------------------
+  // Kernel names (fair.c of v6.18.y); q locked throughout. V is the
+  // queue's weighted average vruntime, the running fiber included.
+  bool ev_feature(unsigned f) const noexcept { return (cfg_.eevdf_features & f) != 0; }
+  // The slice a fiber asks for, ns: its own (spawn_options::slice) or the base.
+  std::int64_t ev_slice_of(const sched_entity& se) const noexcept;
+  // The kernel's cfs_rq->nr_queued: the tree and the running fiber.
+  static unsigned ev_nr_queued(const runqueue& q) noexcept { return q.ev_nr + (q.curr ? 1u : 0u); }
+  static std::uint64_t avg_vruntime(const runqueue& q) noexcept;
+  static bool vruntime_eligible(const runqueue& q, std::uint64_t vruntime) noexcept;
+  static bool entity_eligible(const runqueue& q, const sched_entity& se) noexcept {
+    return vruntime_eligible(q, se.vruntime);
+  }
+  std::int64_t entity_lag(std::uint64_t avruntime, const sched_entity& se) const noexcept;
+  void update_entity_lag(const runqueue& q, sched_entity& se) const noexcept;
+  void place_entity(const runqueue& q, sched_entity& se, bool initial) const noexcept;
+  bool update_deadline(sched_entity& se) const noexcept;
+  void set_protect_slice(const runqueue& q, sched_entity& se) const noexcept;
+  void update_protect_slice(const runqueue& q, sched_entity& se) const noexcept;
+  static bool protect_slice(const sched_entity& se) noexcept {
+    return static_cast<std::int64_t>(se.vprot - se.vruntime) > 0;
+  }
+  static void cancel_protect_slice(sched_entity& se) noexcept {
+    if (protect_slice(se)) se.vprot = se.vruntime;
+  }
+  // __enqueue_entity / __dequeue_entity: into and out of the tree and V's sums.
+  static void ev_enqueue(runqueue& q, sched_entity& se) noexcept;
+  static void ev_dequeue(runqueue& q, sched_entity& se) noexcept;
+  // __pick_eevdf(): the earliest eligible deadline, `curr` (q.curr, not in
+  // the tree, or null) included; with `protect`, a running fiber within
+  // its protected slice keeps the worker.
+  sched_entity* pick_eevdf(const runqueue& q, sched_entity* curr, bool protect) const noexcept;
+  // The pick of a switch, q.curr null and prev (if requeued) in the tree:
+  // delayed fibers it meets finish their dequeue, and it picks again.
+  sched_entity* ev_pick_next(runqueue& q) noexcept;
+  // A delayed fiber leaves for good (pick_next_entity's DEQUEUE_DELAYED).
+  void ev_finish_delayed(runqueue& q, sched_entity& se) noexcept;
+  // update_curr()'s EEVDF half: the deadline renewed, a reschedule asked.
+  void ev_update_curr(int cpu, runqueue& q, sched_entity& curr) noexcept;
+  // check_preempt_wakeup_fair() for se, just queued on q.
+  void ev_check_preempt(int cpu, runqueue& q, sched_entity& se) noexcept;
+  // yield_task_fair(): the running fiber skips to its deadline.
+  void ev_yield(runqueue& q, sched_entity& se) noexcept;
+  // ttwu_runnable() of a delayed fiber: runnable again where it is queued.
+  void ev_requeue_delayed(int cpu, runqueue& q, sched_entity& se, const now_source& now) noexcept;
+  // The fiber blocks: delayed (true, it stays queued) or gone with its lag.
+  bool ev_block(runqueue& q, sched_entity& se) noexcept;
 
   // ---- load tracking (load.cpp; its inline parts in engine_inline.hpp) ----------
   [[gnu::always_inline]] bool update_load(runqueue& q, std::int64_t now, bool rq_inputs_change = true) noexcept;

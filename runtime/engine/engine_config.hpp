@@ -37,6 +37,42 @@ constexpr unsigned tunable_factor(tunable_scaling s, std::size_t nr_cpus) noexce
   }
 }
 
+// The EEVDF discipline's switches (the kernel's SCHED_FEAT of the same
+// names, kernel/sched/features.h of v6.18), bits of
+// engine_config::eevdf_features. All on by default, as in the kernel.
+enum eevdf_feature : unsigned {
+  // A woken or moved fiber keeps its lag: it is placed that far from the
+  // queue's average vruntime, the lag inflated by (W + w) / W so that it
+  // is the same after it joins (v6.6, "sched/fair: Commit to lag based
+  // placement"). Off: every placement is at the average.
+  feat_place_lag = 1u << 0,
+  // A new fiber's first deadline is half a slice away (v6.6).
+  feat_place_deadline_initial = 1u << 1,
+  // A fiber moved by balancing keeps its deadline relative to its
+  // vruntime (v6.12, "sched/fair: Avoid re-setting virtual deadline on
+  // 'migrations'"). Off: it gets a fresh one.
+  feat_place_rel_deadline = 1u << 2,
+  // The running fiber is not preempted by a wake-up before its protected
+  // vruntime: its deadline, or the smallest slice queued if that is
+  // shorter (v6.6, "sched/eevdf: Curb wakeup-preemption"; the smallest
+  // slice since v6.17). Off: it is protected for the normalized base
+  // slice at most.
+  feat_run_to_parity = 1u << 3,
+  // A woken fiber that asked for a shorter slice than the running one
+  // preempts it through the protection (v6.12, "sched/eevdf: Allow
+  // shorter slices to wakeup-preempt").
+  feat_preempt_short = 1u << 4,
+  // A fiber that blocks with negative lag stays queued, not runnable,
+  // until it is eligible again (v6.12, "sched/fair: Implement delayed
+  // dequeue"): it cannot shed its debt by sleeping.
+  feat_delay_dequeue = 1u << 5,
+  // A delayed fiber that is dequeued or woken with positive lag has it
+  // set to 0 (v6.12).
+  feat_delay_zero = 1u << 6,
+};
+inline constexpr unsigned eevdf_features_all = (1u << 7) - 1;
+static_assert(eevdf_features_all == usched::options{}.eevdf_features, "every switch on by default");
+
 // Tunables of the engine, filled from usched::options by engine_config_of()
 // (the real backend, and the simulator from its options). Its own defaults
 // are those of engine_config_of(usched::options{}), the embedder's, so an
@@ -54,6 +90,11 @@ struct engine_config {
   std::int64_t min_granularity_ns = 750'000;
   std::int64_t wakeup_granularity_ns = 1'000'000;
   tunable_scaling scaling = tunable_scaling::log;
+  // EEVDF discipline: the base slice, the kernel's normalized
+  // sysctl_sched_base_slice (0.7 ms), scaled like the granularities above
+  // (2.8 ms at 8 or more CPUs), and the switches (eevdf_feature).
+  std::int64_t base_slice_ns = 700'000;
+  unsigned eevdf_features = eevdf_features_all;
   // A fiber that ran less than this ago is cache-hot: balancing leaves it
   // while nr_balance_failed <= cache_nice_tries (sysctl_sched_migration_cost).
   std::int64_t migration_cost_ns = 500'000;
@@ -107,6 +148,8 @@ inline engine_config engine_config_of(const usched::options& o) {
   c.join_handoff = o.join_handoff;
   c.fork_balance = o.fork_balance;
   c.scaling = o.cfs_tunable_scaling;
+  c.base_slice_ns = duration_cast<nanoseconds>(o.eevdf_base_slice).count();
+  c.eevdf_features = o.eevdf_features;
   return c;
 }
 

@@ -32,7 +32,7 @@ namespace usched::detail {
       return r;
     }
   }
-  if (fair_ && action == prev_action::yield) {
+  if (fair_ && !eevdf_ && action == prev_action::yield) {
     r.next = yield_fair(cpu, prev, now, &r.pushed_to);
     return r;
   }
@@ -258,7 +258,7 @@ inline void engine::take_handoff(int cpu, runqueue& q, sched_entity* joined) noe
   if (!cfg_.join_handoff) return;
   // on_rq before cpu: see hand_off().
   if (joined->on_rq.load(std::memory_order_acquire) && joined->cpu.load(std::memory_order_relaxed) == cpu &&
-      joined != q.curr) {
+      joined != q.curr && !(joined->ev_flags & ev_delayed)) {
     make_next(cpu, q, joined);
   }
 }
@@ -291,7 +291,8 @@ inline void engine::take_handoff(int cpu, runqueue& q, sched_entity* joined) noe
   if (sched_entity* c = q.curr; c && static_cast<std::uint64_t>(now - c->avg.last_update) >> pelt_time_shift) {
     // update_curr() has run: sum_exec - prev_sum_exec is the time since the
     // pick.
-    pelt_update_running(c->avg, now, now - (c->sum_exec - c->prev_sum_exec), c->weight);
+    const std::int64_t picked = eevdf_ ? q.ev_picked_at : now - (c->sum_exec - c->prev_sum_exec);
+    pelt_update_running(c->avg, now, picked, c->weight);
   }
   if (!rq_inputs_change && !changed) {
     return q.pelt.update_unchanged(now, q.load_weight, q.nr_running, q.curr != nullptr);
@@ -302,6 +303,9 @@ inline void engine::take_handoff(int cpu, runqueue& q, sched_entity* joined) noe
 // update_min_vruntime(): min_vruntime follows the smaller of the running
 // fiber's and the leftmost queued fiber's vruntime, forward only.
 inline void engine::update_min_vruntime(runqueue& q) noexcept {
+  // EEVDF's reference point is zero_vruntime, kept by its tree's inserts
+  // and erases.
+  if (eevdf_) return;
   std::uint64_t v = q.min_vruntime;
   bool have = false;
   if (q.curr) {
@@ -340,6 +344,12 @@ inline void engine::leave_signals(runqueue& q, sched_entity& se, prev_action act
 // and min_vruntime follows.
 inline void engine::set_next_entity(runqueue& q, sched_entity& se, std::int64_t t) noexcept {
   se.exec_start = t;
+  if (eevdf_) {
+    // EEVDF ends a run by the deadline, not by a slice of the period.
+    q.ev_picked_at = t;
+    set_protect_slice(q, se);
+    return;
+  }
   se.prev_sum_exec = se.sum_exec;
   set_slice(q, se);
   update_min_vruntime(q);

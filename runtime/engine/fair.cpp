@@ -12,15 +12,21 @@ namespace usched::detail {
 // The timeline's order and its shortcuts are its own (timeline.hpp): a
 // burst of spawns joins the sorted run at its top end, a woken fiber's
 // sleeper credit usually puts it at the tree's left end.
-void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept { q.timeline.insert(*se); }
+// Under EEVDF the order is the tree's (eevdf.cpp).
+void engine::timeline_insert(runqueue& q, sched_entity* se) noexcept {
+  if (eevdf_) return ev_enqueue(q, *se);
+  q.timeline.insert(*se);
+}
 
 void engine::timeline_erase(runqueue& q, sched_entity* se) noexcept {
   // The fiber leaves the queue: the hand-off may no longer name it.
   if (se == q.handoff) q.handoff = nullptr;
+  if (eevdf_) return ev_dequeue(q, *se);
   q.timeline.erase(*se);
 }
 
 sched_entity* engine::queue_first(runqueue& q) noexcept {
+  if (eevdf_) return ev_pick_next(q);
   if (fair_) return q.timeline.leftmost();
   return q.head;
 }
@@ -35,11 +41,14 @@ void engine::update_curr(runqueue& q, const now_source& now) noexcept {
   const std::int64_t delta = t - c->exec_start;
   if (delta <= 0) return;
   c->exec_start = t;
-  c->sum_exec += delta;
-  if (fair_) {
+  if (eevdf_) {
     c->vruntime += calc_delta_fair(delta, c->weight);
-    update_min_vruntime(q);
+    ev_update_curr(static_cast<int>(&q - rqs_.get()), q, *c);
+    return;
   }
+  c->sum_exec += delta;
+  c->vruntime += calc_delta_fair(delta, c->weight);
+  update_min_vruntime(q);
 }
 
 engine::foreign_mark engine::foreign_begin(int cpu, sched_entity* se, const now_source& now) {
@@ -51,7 +60,12 @@ engine::foreign_mark engine::foreign_begin(int cpu, sched_entity* se, const now_
   update_curr(q, now);
   m.se = se;
   m.vruntime = se->vruntime;
-  m.sum_exec = se->sum_exec;
+  if (eevdf_) {
+    m.deadline = se->ev.deadline;
+    m.begun = now();
+  } else {
+    m.sum_exec = se->sum_exec;
+  }
   return m;
 }
 
@@ -61,8 +75,16 @@ void engine::foreign_end(int cpu, const foreign_mark& m, const now_source& now) 
   std::lock_guard<spinlock> g(q.lock);
   if (q.curr != m.se) return;
   m.se->vruntime = m.vruntime;
-  m.se->sum_exec = m.sum_exec;
-  m.se->exec_start = now();
+  const std::int64_t t = now();
+  if (eevdf_) {
+    m.se->ev.deadline = m.deadline;
+    // Its run's start moves by the foreign time, as sum_exec's restore
+    // moves it under CFS.
+    q.ev_picked_at += t - m.begun;
+  } else {
+    m.se->sum_exec = m.sum_exec;
+  }
+  m.se->exec_start = t;
 }
 
 // sched_slice(): the wall-clock share of the period a fiber may run before
@@ -90,7 +112,8 @@ std::int64_t engine::sched_slice(const runqueue& q, const sched_entity& se) cons
 // than the running fiber's by more than the wake-up granularity (scaled to
 // the arriving fiber's weight), ask the running fiber to yield at its next
 // preempt point (check_preempt_wakeup / wakeup_preempt_entity).
-void engine::check_preempt(int cpu, runqueue& q, const sched_entity& se) noexcept {
+void engine::check_preempt(int cpu, runqueue& q, sched_entity& se) noexcept {
+  if (eevdf_) return ev_check_preempt(cpu, q, se);
   if (!fair_ || !q.curr) return;
   const std::int64_t vdiff = static_cast<std::int64_t>(q.curr->vruntime - se.vruntime);
   const auto gran = static_cast<std::int64_t>(calc_delta_fair(cfg_.wakeup_granularity_ns, se.weight));

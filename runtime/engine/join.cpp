@@ -23,7 +23,7 @@ bool engine::hand_off(int cpu, sched_entity* target) {
   // own index in cpu mean it is ours: queued, or running (curr).
   const bool queued =
       target->on_rq.load(std::memory_order_acquire) && target->cpu.load(std::memory_order_relaxed) == cpu &&
-      target != q.curr;
+      target != q.curr && !(target->ev_flags & ev_delayed);
   if (queued) make_next(cpu, q, target);
   q.lock.unlock();
   return queued;
@@ -87,6 +87,9 @@ pick_result engine::exit_to_joiner_untraced(int cpu, sched_entity* prev, sched_e
     return r;
   };
   runqueue& q = rq(cpu);
+  // EEVDF places the joiner by its lag, against the queue without prev:
+  // the two steps, as the kernel's dequeue then enqueue.
+  if (eevdf_) return two_steps();
   if (joiner->on_rq.load(std::memory_order_acquire)) [[unlikely]] return two_steps();
   q.lock.lock();
   if (q.active_balance_dst.load(std::memory_order_relaxed) >= 0) [[unlikely]] {

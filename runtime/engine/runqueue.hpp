@@ -160,6 +160,20 @@ struct alignas(64) runqueue {
   // and its util_avg (cpu_util()).
   unsigned long util_est = 0;
 
+  // The EEVDF discipline (eevdf.cpp), under the lock. The queued fibers
+  // by virtual deadline, delayed ones included; curr is not in it. The
+  // queue's average vruntime V is kept as sums relative to zero_vruntime,
+  // which follows V at each insert and erase (v6.18.y's zero_vruntime):
+  // ev_avg_vruntime = sum of (vruntime - zero_vruntime) x weight and
+  // ev_avg_load = sum of weight over the tree; the running fiber is
+  // added when V is read (avg_vruntime()).
+  eevdf_tree<sched_entity> ev_tree;
+  std::int64_t ev_avg_vruntime = 0;
+  unsigned long ev_avg_load = 0;
+  std::uint64_t zero_vruntime = 0;
+  unsigned ev_nr = 0;             // fibers in the tree
+  std::int64_t ev_picked_at = 0;  // when curr was picked: its run's start, for PELT
+
   // Published for snapshots (relaxed; see above).
   alignas(64) std::atomic<std::uint64_t> min_vruntime_pub{0};
   std::atomic<unsigned long> load_avg_pub{0};

@@ -7,11 +7,19 @@
 #include <boost/intrusive/set.hpp>
 #include <cstdint>
 
+#include "eevdf_tree.hpp"
 #include "pelt.hpp"
 
 namespace usched::detail {
 // The part of a fiber the engine sees (the kernel's struct sched_entity).
 struct sched_entity {
+  sched_entity() = default;
+  sched_entity(const sched_entity&) = delete;
+  sched_entity& operator=(const sched_entity&) = delete;
+  // The timeline hook's destructor does nothing in normal_link mode; a
+  // union with it needs one of its own.
+  ~sched_entity() {}
+
   // The fields a wake-up from another worker reads and writes come first,
   // 48 bytes that share a cache line with the fiber's wait token (see
   // struct fiber).
@@ -42,6 +50,9 @@ struct sched_entity {
   // pick that runs it, which records the delay (engine::note_run). In the
   // line's padding; its time-stamp is in engine::wake_stamp_slot().
   std::uint8_t wake_why = 0;
+  // EEVDF's flags (ev_flag), in the line's padding: a waker reads
+  // ev_delayed under the runqueue lock as it finds the fiber still queued.
+  std::uint8_t ev_flags = 0;
   // The kernel's p->recent_used_cpu: a worker it was recently woken
   // towards, tried by the wake-up placement before it scans the LLC. Set at
   // a spawn to the spawner's worker, and by each wake-up the fiber makes
@@ -59,19 +70,49 @@ struct sched_entity {
   std::uint32_t util_est_enqueued = 0;
   std::uint32_t util_est_ewma = 0;
 
-  // The fair discipline's line: the timeline node and the time kept for it.
-  // A walk or a rebalancing of the tree reads a node's links and its
-  // vruntime, so they share one line: one line of another fiber per node
-  // visited, not two.
-  // normal_link: the engine unlinks explicitly; no auto-unlink bookkeeping
-  // on the switch path.
-  boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook;
+  // The virtual-time disciplines' line: the queue's node and the time kept
+  // for it. A walk or a rebalancing of the tree reads a node's links and
+  // its keys, so they share one line: one line of another fiber per node
+  // visited, not two. CFS's timeline (fair) and EEVDF's tree (eevdf) are
+  // never both in use in one engine (its policy has one discipline), so
+  // they share the line's storage: each union below holds CFS's field
+  // first and EEVDF's after it.
+  union {
+    // fair: the timeline node. normal_link: the engine unlinks
+    // explicitly; no auto-unlink bookkeeping on the switch path.
+    boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>> timeline_hook{};
+    // eevdf: the tree node and its key, the virtual deadline.
+    eevdf_links<sched_entity> ev;
+  };
   std::uint64_t vruntime = 0;     // runtime scaled by nice_0_weight / weight
   std::int64_t exec_start = 0;    // when it last started running or was last accounted
-  std::int64_t sum_exec = 0;      // total time run, ns
-  std::int64_t prev_sum_exec = 0; // sum_exec when it was last picked
+  union {
+    std::int64_t sum_exec = 0;    // fair: total time run, ns
+    // eevdf, one at a time, each for a state in which the others are
+    // meaningless (as the kernel's union of vlag and vprot):
+    std::uint64_t ev_min_vruntime;  // queued: the smallest vruntime of its subtree
+    std::int64_t vlag;              // off the queue: its lag when it left (avg_vruntime - vruntime)
+    std::uint64_t vprot;            // running: RUN_TO_PARITY protects its slice until this vruntime
+  };
+  union {
+    std::int64_t prev_sum_exec = 0;  // fair: sum_exec when it was last picked
+    eevdf_slices ev_slice;           // eevdf: its slice request, and the smallest of its subtree
+  };
   // Load tracking's line.
   pelt_avg avg;
+};
+
+// EEVDF's per-fiber flags (sched_entity::ev_flags).
+enum ev_flag : std::uint8_t {
+  // DELAY_DEQUEUE: it blocked while not eligible and stays queued, not
+  // runnable, until its lag is paid (a pick dequeues it) or it wakes (it
+  // is requeued where it is).
+  ev_delayed = 1,
+  // Its slice was asked for (spawn_options::slice), not the base slice.
+  ev_custom_slice = 2,
+  // PLACE_REL_DEADLINE: its deadline is kept relative to its vruntime
+  // while it moves between workers.
+  ev_rel_deadline = 4,
 };
 
 // The estimate a fiber brings to a runqueue (_task_util_est), and its

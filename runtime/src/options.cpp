@@ -11,7 +11,9 @@
 // ranges. A rejected value is reported in the terms the user set it in: the
 // variable while the field still holds what the variable gave it, the field
 // otherwise, whichever path reached validate().
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -29,6 +31,44 @@
 #include "policy.hpp"
 
 namespace usched {
+
+namespace {
+// The EEVDF switches, in bit order, as the kernel spells them.
+constexpr std::string_view sched_feature_list[] = {
+    "PLACE_LAG", "PLACE_DEADLINE_INITIAL", "PLACE_REL_DEADLINE", "RUN_TO_PARITY",
+    "PREEMPT_SHORT", "DELAY_DEQUEUE", "DELAY_ZERO",
+};
+constexpr unsigned all_sched_features = (1u << std::size(sched_feature_list)) - 1;
+static_assert(all_sched_features == options{}.eevdf_features, "every switch on by default");
+}  // namespace
+
+std::optional<unsigned> parse_sched_features(std::string_view list, unsigned mask) {
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) continue;
+    const bool off = item.substr(0, 3) == "NO_";
+    if (off) item.remove_prefix(3);
+    const auto* it = std::find(std::begin(sched_feature_list), std::end(sched_feature_list), item);
+    if (it == std::end(sched_feature_list)) return std::nullopt;
+    const unsigned bit = 1u << (it - std::begin(sched_feature_list));
+    mask = off ? mask & ~bit : mask | bit;
+  }
+  return mask;
+}
+
+std::string sched_feature_names() {
+  std::string out;
+  for (std::string_view n : sched_feature_list) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
 namespace {
 
 using std::chrono::microseconds;
@@ -319,6 +359,24 @@ const std::vector<option_rule>& rules() {
     scaling.complaint_env = expected("none, log or linear");
     scaling.complaint_code = expected("tunable_scaling::none, log or linear");
     t.push_back(std::move(scaling));
+    t.push_back(micros("eevdf_base_slice", "USCHED_EEVDF_BASE_SLICE_US", &options::eevdf_base_slice, 100,
+                       100'000, "a slice"));
+    option_rule features;
+    features.field = "eevdf_features";
+    features.variable = "USCHED_SCHED_FEATURES";
+    features.parse = [](std::string_view s, options& o) {
+      const auto mask = parse_sched_features(s, o.eevdf_features);
+      if (!mask) return false;
+      o.eevdf_features = *mask;
+      return true;
+    };
+    features.valid = [](const options& o) { return (o.eevdf_features & ~all_sched_features) == 0; };
+    features.same = [](const options& a, const options& b) { return a.eevdf_features == b.eevdf_features; };
+    features.show = [](const options& o) { return std::to_string(o.eevdf_features); };
+    features.complaint_env = expected("a comma-separated list of " + sched_feature_names() +
+                                      ", each optionally prefixed NO_");
+    features.complaint_code = expected("a bit mask below " + std::to_string(all_sched_features + 1));
+    t.push_back(std::move(features));
     t.push_back(flag("load_tracking", "USCHED_LOAD_TRACKING", &options::load_tracking, "off", "on"));
     t.push_back(flag("join_handoff", "USCHED_JOIN_HANDOFF", &options::join_handoff, "off", "on"));
     t.push_back(flag("fork_balance", "USCHED_FORK_BALANCE", &options::fork_balance, "off", "on"));

@@ -151,7 +151,16 @@ void runtime_impl::start(fiber* f, task_base* task, join_state* state, const spa
   f->wake_pending = false;
   // The time the fair discipline keeps; under FIFO and LIFO it is never
   // written and stays 0, and its cache lines stay where they are.
-  if (engine_.fair()) {
+  if (engine_.eevdf()) {
+    // EEVDF's fields share the line's storage with CFS's (sched_entity);
+    // a new fiber has no lag and, unless it asked for one, the base slice,
+    // which its placement fills in.
+    f->vruntime = 0;
+    f->vlag = 0;
+    f->exec_start = 0;
+    f->ev_flags = opts.slice.count() != 0 ? ev_custom_slice : 0;
+    f->ev_slice.request = static_cast<std::uint32_t>(opts.slice.count());
+  } else if (engine_.fair()) {
     f->vruntime = 0;
     f->sum_exec = 0;
     f->prev_sum_exec = 0;
@@ -227,6 +236,10 @@ void runtime_impl::recycle(fiber* f, worker& w) noexcept {
 // may take.
 constexpr unsigned min_weight = 15;
 constexpr unsigned max_weight = 88761;
+// The kernel's bounds of a fair task's slice request (__setscheduler_params()
+// clamps sched_runtime to them; here a value outside is an error).
+constexpr std::int64_t min_slice_ns = 100'000;
+constexpr std::int64_t max_slice_ns = 100'000'000;
 
 namespace {
 
@@ -246,6 +259,12 @@ void check_spawn_options(runtime_impl& rt, const spawn_options& opts) {
                                 " is out of range: allowed " + std::to_string(min_weight) + ".." +
                                 std::to_string(max_weight) + " (1024 is the default)");
   }
+  const std::int64_t slice = opts.slice.count();
+  if (slice != 0 && (slice < min_slice_ns || slice > max_slice_ns)) {
+    throw std::invalid_argument("spawn_options::slice=" + std::to_string(slice) +
+                                "ns is out of range: allowed 0 (the base slice) or " +
+                                std::to_string(min_slice_ns) + ".." + std::to_string(max_slice_ns) + " ns");
+  }
 }
 
 }  // namespace
@@ -254,7 +273,8 @@ fiber_slot allocate_fiber(runtime_impl& rt, std::size_t size, std::size_t align,
                           std::size_t state_align, const spawn_options& opts) {
   // The defaults are valid for every runtime; only other values are checked.
   const spawn_options defaults;
-  if (opts.pin != defaults.pin || opts.numa_node != defaults.numa_node || opts.weight != defaults.weight) {
+  if (opts.pin != defaults.pin || opts.numa_node != defaults.numa_node || opts.weight != defaults.weight ||
+      opts.slice != defaults.slice) {
     check_spawn_options(rt, opts);
   }
   return rt.allocate(size, align, state_size, state_align);

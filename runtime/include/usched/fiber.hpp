@@ -48,6 +48,16 @@ struct spawn_options {
   // nice level is about 1.25x), 15..88761. Fair policies give CPU time in
   // proportion to weight and count load as weight x runnable time.
   unsigned weight = 1024;
+  // The slice the fiber asks for under the EEVDF discipline (the eevdf
+  // policy): the kernel's sched_attr.sched_runtime for a fair task
+  // (v6.12), EEVDF's latency knob. Its virtual deadlines are this far
+  // apart, so a fiber with a shorter slice is picked sooner after it wakes
+  // and runs in shorter turns, and a woken fiber whose slice is shorter
+  // than the running one's preempts it (PREEMPT_SHORT). Its share of the
+  // CPU is its weight's, whatever its slice. 0 (default): the runtime's
+  // base slice (options::eevdf_base_slice). Accepted: 0, or 100 us..100 ms.
+  // Other disciplines ignore it.
+  std::chrono::nanoseconds slice{0};
   // A name for the fiber in the runtime's diagnostics (the line of a
   // detached fiber's uncaught exception, the destructor's report of
   // blocked fibers), e.g. where it was spawned: "http accept loop". Not

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <usched/worker_unit.hpp>
@@ -111,6 +113,20 @@ struct options {
   enum class tunable_scaling { none, log, linear };
   tunable_scaling cfs_tunable_scaling = tunable_scaling::log;
 
+  // EEVDF local discipline (policies with the eevdf discipline; ignored by
+  // the others). The base slice, the virtual time between a fiber's
+  // deadlines when it asked for none (spawn_options::slice): the kernel's
+  // normalized sysctl_sched_base_slice, scaled like the CFS values above
+  // (USCHED_EEVDF_BASE_SLICE_US; 0.7 ms, so 2.8 ms with 8 or more workers;
+  // 100 us..100 ms). The discipline's switches, the kernel's scheduler
+  // features of the same names (USCHED_SCHED_FEATURES: a comma-separated
+  // list, a name turns one on, NO_ and the name turns it off; all on by
+  // default): PLACE_LAG, PLACE_DEADLINE_INITIAL, PLACE_REL_DEADLINE,
+  // RUN_TO_PARITY, PREEMPT_SHORT, DELAY_DEQUEUE, DELAY_ZERO
+  // (docs/policies/eevdf.md). A bit mask here: bit i is the i-th of that list.
+  std::chrono::microseconds eevdf_base_slice{700};
+  unsigned eevdf_features = (1u << 7) - 1;
+
   // PELT load tracking under fair policies (USCHED_LOAD_TRACKING=0 turns it
   // off). Off, every load signal reads 0 and the CFS balancer decides on
   // fiber counts alone; it exists to measure what load tracking costs on
@@ -208,5 +224,14 @@ struct options {
 
 // The names of the registered load-balancing policies, in listing order.
 std::vector<std::string> policy_names();
+
+// parse_sched_features() applies a comma-separated list of EEVDF switches
+// to `mask` (options::eevdf_features), as a write to the kernel's
+// sched_features file applies one: NAME turns it on, NO_NAME off; spaces
+// and empty entries are skipped. nullopt when a name is not one of
+// sched_feature_names().
+std::optional<unsigned> parse_sched_features(std::string_view list, unsigned mask);
+// "PLACE_LAG, PLACE_DEADLINE_INITIAL, ...": the switches, in bit order.
+std::string sched_feature_names();
 
 }  // namespace usched
