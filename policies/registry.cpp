@@ -42,9 +42,6 @@ constexpr std::array policies{
     policy_info{"cfs-numa-v4.19-rc1",
                 "cfs with v4.19-rc1's NUMA rule: an idle worker of the preferred node taken even if unbalancing (seeds/002)",
                 &make_cfs_numa_v4_19_rc1},
-    policy_info{"eevdf",
-                "the v6.18 fair class: the EEVDF discipline inside v6.18's balancer and wake-up placement",
-                &make_eevdf},
     policy_info{"none", "no balancing: a fiber runs where it was spawned and returns to its last worker",
                 &make_none},
     policy_info{"steal", "randomized work stealing: an idle worker takes half of a victim's queue (Go, Tokio)",
@@ -52,6 +49,9 @@ constexpr std::array policies{
     policy_info{"steal-lifo",
                 "work stealing with a LIFO local queue: newest first, thieves take the oldest (Cilk, Rayon)",
                 &make_steal_lifo},
+    policy_info{"eevdf",
+                "the v6.18 fair class: the EEVDF discipline inside v6.18's balancer and wake-up placement",
+                &make_eevdf},
 };
 
 }  // namespace

@@ -15,11 +15,12 @@ using usched::test::tree_of;
 
 TEST_CASE("registry lists every policy in order and rejects unknown names", "[policy]") {
   const auto reg = usched::registered_policies();
-  REQUIRE(reg.size() == 13);
+  REQUIRE(reg.size() == 14);
   CHECK(reg[0].name == "cfs");
   CHECK(reg[10].name == "none");
   CHECK(reg[11].name == "steal");
   CHECK(reg[12].name == "steal-lifo");
+  CHECK(reg[13].name == "eevdf");
   CHECK(usched::make_policy("steal-lifo")->traits().discipline == usched::queue_discipline::lifo);
   CHECK_FALSE(usched::make_policy("steal")->traits().discipline == usched::queue_discipline::lifo);
   for (const auto& p : reg) {
