@@ -62,6 +62,21 @@ TEST_CASE("each policy's traits: the queue discipline, when it balances, what pl
     CHECK_FALSE(t.shortens_busy_interval);
   }
 
+  // v6.18: cfs's fixed facts around the EEVDF discipline, with v5.16's
+  // newly-idle gate.
+  const usched::policy_traits eevdf = usched::make_policy("eevdf")->traits();
+  CHECK(eevdf.discipline == queue_discipline::eevdf);
+  CHECK(eevdf.pulls_when_idle);
+  CHECK(eevdf.balances_periodically);
+  CHECK(eevdf.rations_newidle);
+  CHECK(eevdf.newidle_gate_by_domain_cost);
+  CHECK_FALSE(cfs.newidle_gate_by_domain_cost);
+  CHECK_FALSE(eevdf.places_without_snapshot);
+  CHECK(eevdf.wake_reads_only_llcs);
+  CHECK(eevdf.busy_factor == 16);
+  CHECK(eevdf.smt_ignores_cache_hot);
+  CHECK(eevdf.shortens_busy_interval);
+
   for (const char* name : {"none", "steal", "steal-lifo"}) {
     CAPTURE(name);
     const usched::policy_traits t = usched::make_policy(name)->traits();
