@@ -27,6 +27,10 @@ constexpr unsigned max_failure_shift = 63;
 // scale_load_down(NICE_0_LOAD)).
 constexpr unsigned long nice_0_load = 1024;
 
+// NUMA_IMBALANCE_MIN (v5.18): the imbalance, in fibers before halving,
+// that a lightly loaded NUMA destination tolerates.
+constexpr long numa_imbalance_min_v6 = 2;
+
 // capacity_scale-scaled ratio of a load to a capacity. A capacity of 0
 // cannot come from a real worker (capacity_of() is never 0); a hand-built
 // snapshot that has one counts as capacity 1, as the kernel's
@@ -135,6 +139,15 @@ sg_lb_stats update_sg_lb_stats(const balance_request& req, const sched_group& gr
   }
   sgs.group_weight = static_cast<unsigned>(group.cpus.size());
   sgs.type = group_classify(pct, sgs);
+  // v6.6's smt_balance(): for an idle destination, an SMT core whose
+  // threads run two fibers or more needs help more than any group without
+  // waiting fibers; an overloaded core stays overloaded (group_classify()
+  // tests that first).
+  if (features.group_smt_balance && !local && req.idle != cpu_idle_type::not_idle && req.sd != nullptr &&
+      (req.sd->child_flags & SD_SHARE_CPUCAPACITY) != 0 && sgs.sum_h_nr_running > 1 &&
+      sgs.type < group_type::asym_packing) {
+    sgs.smt_balance = true;
+  }
   // Only overloaded groups compare by load; has_spare and fully_busy ones
   // compare by idle workers and fiber counts, so avg_load stays 0 for them.
   if (sgs.type == group_type::overloaded) {
@@ -184,8 +197,30 @@ group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept {
   return group_type::has_spare;
 }
 
+namespace {
+
+// v6.5's fully_busy rule ("sched/fair: Keep a fully_busy SMT sched group as
+// busiest"): the higher avg_load wins, and of equals (avg_load is 0 for
+// every fully_busy group) a later group replaces the one kept unless that
+// one is an SMT core, which needs help more.
+bool v6_fully_busy_replaces(const balance_request& req, const sg_lb_stats& sgs,
+                            const sg_lb_stats& busiest) noexcept {
+  if (sgs.avg_load < busiest.avg_load) return false;
+  if (sgs.avg_load == busiest.avg_load && (req.sd->child_flags & SD_SHARE_CPUCAPACITY) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+unsigned busy_rank(const sg_lb_stats& sgs) noexcept {
+  // Twice the group type, with smt_balance in the odd slot between
+  // misfit_task and asym_packing, where v6.6 put group_smt_balance.
+  const unsigned rank = 2 * static_cast<unsigned>(sgs.type);
+  return sgs.smt_balance ? 2 * static_cast<unsigned>(group_type::misfit_task) + 1 : rank;
+}
+
 bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, std::size_t group,
-                            const sg_lb_stats& sgs) {
+                            const sg_lb_stats& sgs, const cfs_features& features) {
   const sg_lb_stats& busiest = sds.busiest_stat;
 
   // Nothing to pull.
@@ -206,11 +241,21 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
     }
   }
 
-  if (sgs.type > busiest.type) {
+  if (busy_rank(sgs) > busy_rank(busiest)) {
     return true;
   }
-  if (sgs.type < busiest.type) {
+  if (busy_rank(sgs) < busy_rank(busiest)) {
     return false;
+  }
+
+  if (sgs.smt_balance) {
+    // v6.6: between two loaded SMT cores, one with an idle thread is ranked
+    // as has_spare; two without one as fully_busy.
+    if (sgs.idle_cpus != 0 || busiest.idle_cpus != 0) {
+      return !(sgs.idle_cpus > busiest.idle_cpus ||
+               (sgs.idle_cpus == busiest.idle_cpus && sgs.sum_nr_running <= busiest.sum_nr_running));
+    }
+    return v6_fully_busy_replaces(req, sgs, busiest);
   }
 
   switch (sgs.type) {
@@ -234,6 +279,9 @@ bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, 
       }
       break;
     case group_type::fully_busy:
+      if (features.group_smt_balance) {
+        return v6_fully_busy_replaces(req, sgs, busiest);
+      }
       // The kernel means "highest avg_load", but avg_load is not computed
       // for fully_busy groups (always 0), so the first one stays.
       if (sgs.avg_load <= busiest.avg_load) {
@@ -328,7 +376,7 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
         sds.busiest_stat = sgs;
         sds.v4_11_busiest = v4;
       }
-    } else if (update_sd_pick_busiest(req, sds, g, sgs)) {
+    } else if (update_sd_pick_busiest(req, sds, g, sgs, features)) {
       sds.busiest = static_cast<int>(g);
       sds.busiest_stat = sgs;
     }
@@ -347,6 +395,39 @@ long adjust_numa_imbalance(long imbalance, unsigned nr_running, unsigned imbalan
   // moving one costs remote memory accesses and buys nothing.
   if (nr_running <= imbalance_min) {
     return 0;
+  }
+  return imbalance;
+}
+
+long adjust_numa_imbalance_v6(long imbalance, unsigned dst_running, unsigned imb_numa_nr) noexcept {
+  // A destination that stays lightly loaded (at most imb_numa_nr fibers with
+  // the one it would take) keeps a pair of communicating fibers local.
+  if (dst_running > imb_numa_nr) {
+    return imbalance;
+  }
+  return imbalance <= numa_imbalance_min_v6 ? 0 : imbalance;
+}
+
+long sibling_imbalance(const balance_request& req, const sd_lb_stats& sds) noexcept {
+  const sg_lb_stats& local = sds.local_stat;
+  const sg_lb_stats& busiest = sds.busiest_stat;
+  // A busy destination leaves the spreading to an idle one.
+  if (req.idle == cpu_idle_type::not_idle || busiest.sum_nr_running == 0 || sds.busiest < 0 || sds.local < 0) {
+    return 0;
+  }
+  const long ncores_busiest = req.sd->group_cores_of(static_cast<std::size_t>(sds.busiest));
+  const long ncores_local = req.sd->group_cores_of(static_cast<std::size_t>(sds.local));
+  const long nr_busiest = busiest.sum_nr_running;
+  const long nr_local = local.sum_nr_running;
+  if (ncores_busiest == ncores_local) {
+    return std::max(0L, nr_busiest - nr_local);
+  }
+  // The same fibers per core on both sides, rounded to the nearest.
+  long imbalance = std::max(0L, ncores_local * nr_busiest - ncores_busiest * nr_local);
+  imbalance = (2 * imbalance + ncores_local + ncores_busiest) / (ncores_local + ncores_busiest);
+  // An empty group is a resource to use even when the ratio says one fiber.
+  if (imbalance <= 1 && nr_local == 0 && nr_busiest > 1) {
+    imbalance = 2;
   }
   return imbalance;
 }
@@ -398,6 +479,11 @@ lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
   sg_lb_stats& local = sds.local_stat;
   const sg_lb_stats& busiest = sds.busiest_stat;
 
+  // v6.6: one fiber fewer sharing a core's capacity (group_classify() puts
+  // group_smt_balance before group_misfit_task).
+  if (busiest.smt_balance) {
+    return {migration_type::migrate_task, 1};
+  }
   if (busiest.type == group_type::misfit_task) {
     return {migration_type::migrate_misfit, 1};
   }
@@ -447,6 +533,27 @@ lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
     }
 
     lb_imbalance out{migration_type::migrate_task, 0};
+    if (features.sibling_imbalance || features.imb_numa_nr) {
+      // v6.x: the count first, the NUMA tolerance on it, then half of it.
+      if (busiest.group_weight == 1 || sds.prefer_sibling) {
+        if (features.sibling_imbalance) {
+          out.imbalance = sibling_imbalance(req, sds);
+        } else {
+          out.imbalance = std::max(0L, static_cast<long>(busiest.sum_nr_running) -
+                                           static_cast<long>(local.sum_nr_running));
+        }
+      } else {
+        out.imbalance = std::max(0L, static_cast<long>(local.idle_cpus) - static_cast<long>(busiest.idle_cpus));
+      }
+      if (sd.has_flag(SD_NUMA)) {
+        out.imbalance = features.imb_numa_nr
+                            ? adjust_numa_imbalance_v6(out.imbalance, local.sum_nr_running + 1, sd.imb_numa_nr)
+                            : adjust_numa_imbalance(out.imbalance, busiest.sum_nr_running,
+                                                    features.numa_imbalance_min);
+      }
+      out.imbalance >>= 1;
+      return out;
+    }
     if (busiest.group_weight == 1 || sds.prefer_sibling) {
       // Spread the fibers evenly over the groups.
       const unsigned nr_diff = busiest.sum_nr_running > local.sum_nr_running
@@ -474,6 +581,10 @@ lb_imbalance calculate_imbalance(const balance_request& req, sd_lb_stats& sds,
     local.avg_load = scaled(local.group_load, local.group_capacity);
     sds.avg_load = scaled(sds.total_load, sds.total_capacity);
     if (local.avg_load >= busiest.avg_load) {
+      return {migration_type::migrate_load, 0};
+    }
+    // v6.0: nor when it is already at or above the domain's average.
+    if (features.local_above_domain_avg && local.avg_load >= sds.avg_load) {
       return {migration_type::migrate_load, 0};
     }
   }
@@ -510,7 +621,7 @@ lb_imbalance find_imbalance(const balance_request& req, sd_lb_stats& sds,
   }
 
   // The local group is busier than the busiest: do not pull.
-  if (local.type > busiest.type) {
+  if (busy_rank(local) > busy_rank(busiest)) {
     return balanced;
   }
 
@@ -532,8 +643,9 @@ lb_imbalance find_imbalance(const balance_request& req, sd_lb_stats& sds,
 
   // The child level prefers siblings: move every excess fiber to the
   // group with room, even from a busy destination.
-  if (sds.prefer_sibling && local.type == group_type::has_spare &&
-      busiest.sum_nr_running > local.sum_nr_running + 1) {
+  const bool spread = features.sibling_imbalance ? sibling_imbalance(req, sds) > 1
+                                                  : busiest.sum_nr_running > local.sum_nr_running + 1;
+  if (sds.prefer_sibling && local.type == group_type::has_spare && spread) {
     return calculate_imbalance(req, sds, features);
   }
 
@@ -773,8 +885,12 @@ int find_busiest_queue(const balance_request& req, const sched_group& group, mig
         if (nr_running <= 1) {
           break;
         }
-        if (busiest_util < rq.util_avg) {
-          busiest_util = rq.util_avg;
+        // v6.5's runnable boosting: waiting fibers count as busy time.
+        if (const unsigned long util = features.runnable_boost
+                                           ? std::min(std::max(rq.util_avg, rq.runnable_avg), capacity)
+                                           : rq.util_avg;
+            busiest_util < util) {
+          busiest_util = util;
           busiest = i;
         }
         break;
@@ -840,6 +956,11 @@ detach_verdict can_detach(const fiber_view& fiber, const detach_env& env,
   // cost still has its cache there; leave it unless balancing at this level
   // keeps failing. (Pinned and running fibers are the engine's to skip.)
   const bool balance_keeps_failing = env.nr_balance_failed > env.cache_nice_tries;
+  // v6.12: a delayed fiber is not runnable; only a pass counting load,
+  // which still counts its load here, moves it.
+  if (features.delayed_dequeue && fiber.sched_delayed && env.type != migration_type::migrate_load) {
+    return {};
+  }
   bool hot = fiber.cache_hot;
   if (features.numa_v4_19) {
     // v4.19's can_migrate_task(): locality decides first; cache hotness

@@ -53,7 +53,17 @@ struct sg_lb_stats {
   bool has_stacked_cpu = false;      // a worker runs two fibers or more (seeds/003's debug test)
   group_type type = group_type::has_spare;
   unsigned long group_misfit_task_load = 0;  // biggest misfit load of a non-local group
+  // v6.6's group_smt_balance (cfs_features::group_smt_balance): an SMT core
+  // running two fibers or more, seen from an idle destination. `type` keeps
+  // the group's type without it (the one statistics and traces report);
+  // busy_rank() ranks the group above misfit_task and below asym_packing.
+  bool smt_balance = false;
 };
+
+// busy_rank() orders groups by how badly they need help, as group_type
+// does, with a group_smt_balance group between misfit_task and
+// asym_packing (twice the type; the odd rank between for smt_balance).
+unsigned busy_rank(const sg_lb_stats& sgs) noexcept;
 
 // idle_cpus of the "no busiest yet" statistics, so that the first has_spare
 // group with fibers wins update_sd_pick_busiest() (the kernel's UINT_MAX).
@@ -166,8 +176,11 @@ group_type group_classify(unsigned pct, const sg_lb_stats& sgs) noexcept;
 // update_sd_pick_busiest() is true when group `group` of req.sd, with
 // statistics `sgs`, is busier than sds.busiest_stat. Requires sds.local and
 // sds.local_stat to be set (the kernel visits the local group first).
+// Under features.group_smt_balance (v6.5/v6.6) the ranking goes by
+// busy_rank(), and of two fully_busy groups of equal avg_load the later one
+// wins unless the domain's groups are SMT cores.
 bool update_sd_pick_busiest(const balance_request& req, const sd_lb_stats& sds, std::size_t group,
-                            const sg_lb_stats& sgs);
+                            const sg_lb_stats& sgs, const cfs_features& features = cfs_features{});
 
 // update_sd_lb_stats() gathers the statistics of every group of req.sd,
 // visiting them from the local group round the ring as the kernel does (ties
@@ -181,6 +194,23 @@ sd_lb_stats update_sd_lb_stats(const balance_request& req, const cfs_features& f
 // stays on its node): returns 0 then, `imbalance` otherwise. imbalance_min 0
 // turns the tolerance off.
 long adjust_numa_imbalance(long imbalance, unsigned nr_running, unsigned imbalance_min) noexcept;
+
+// adjust_numa_imbalance_v6() is v5.18's (cfs_features::imb_numa_nr): an
+// imbalance of at most 2 fibers (before halving) is tolerated, returned as
+// 0, while the destination would run at most imb_numa_nr fibers
+// (dst_running counts the one it would take); `imbalance` otherwise.
+long adjust_numa_imbalance_v6(long imbalance, unsigned dst_running, unsigned imb_numa_nr) noexcept;
+
+// sibling_imbalance() is v6.6's (cfs_features::sibling_imbalance): the
+// fibers to move, before halving, so that both groups of sds run as many
+// per SMT core (req.sd->group_cores_of()): the difference of counts when
+// the groups have as many cores; otherwise ncores_local x nr_busiest -
+// ncores_busiest x nr_local (floored at 0), doubled, plus both core counts,
+// over the sum of the core counts; 2 when that is at most 1 while the local
+// group runs nothing and busiest more than one. 0 for a busy destination
+// (cpu_idle_type::not_idle) or an empty busiest group. Requires sds.local
+// and sds.busiest.
+long sibling_imbalance(const balance_request& req, const sd_lb_stats& sds) noexcept;
 
 // calculate_imbalance() decides how much to pull from sds.busiest and in
 // which unit, once find_imbalance() decided to. Sets sds.local_stat.avg_load

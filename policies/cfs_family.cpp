@@ -21,6 +21,7 @@ policy_traits cfs_traits(const cfs_features& features) noexcept {
   t.numa_migrate_on_tick = features.numa_v4_19;
   t.counts_numa_fibers = features.numa_v4_19;
   t.util_est = features.util_est;
+  t.newidle_gate_by_domain_cost = features.newidle_cost_gate;
   if (features.load_idx) {
     t.cpu_load_signal = features.blocked_load ? weighted_load::group_entity : weighted_load::runnable;
   }
@@ -49,6 +50,24 @@ cfs_features cfs_v5_9_features() noexcept {
   f.busy_factor = 32;
   f.smt_ignores_cache_hot = false;
   f.shortens_busy_interval = false;
+  return f;
+}
+
+// v6.18's balancer and placement: v5.10's (the default features: the LLC
+// spread fix, imbalance_pct 117, busy_factor 16, the util tie-break of
+// find_idlest_group) with what changed since, up to v6.18.
+cfs_features cfs_v6_features() noexcept {
+  cfs_features f;
+  f.sis_util = true;
+  f.sis_merged_scan = true;
+  f.recent_used_cpu_prev = true;
+  f.imb_numa_nr = true;
+  f.sibling_imbalance = true;
+  f.group_smt_balance = true;
+  f.local_above_domain_avg = true;
+  f.runnable_boost = true;
+  f.delayed_dequeue = true;
+  f.newidle_cost_gate = true;
   return f;
 }
 

@@ -25,6 +25,10 @@ class cfs_policy final : public policy {
  public:
   cfs_policy(std::string_view name, cfs_features features)
       : policy(cfs_traits(features)), name_(name), features_(features) {}
+  // A member whose fixed facts differ from cfs_traits(features) beyond the
+  // balancer, e.g. its queue discipline.
+  cfs_policy(std::string_view name, cfs_features features, policy_traits traits)
+      : policy(traits), name_(name), features_(features) {}
 
   std::string_view name() const noexcept override { return name_; }
 
@@ -50,6 +54,7 @@ std::unique_ptr<policy> make_cfs_runnable_load();
 std::unique_ptr<policy> make_cfs_no_idlest_util();
 std::unique_ptr<policy> make_cfs_numa_mel();
 std::unique_ptr<policy> make_cfs_numa_v4_19_rc1();
+std::unique_ptr<policy> make_eevdf();
 
 // The v5.9 feature set the seed-000 candidates start from.
 cfs_features cfs_v5_9_features() noexcept;
@@ -57,6 +62,9 @@ cfs_features cfs_v5_9_features() noexcept;
 // v4.11's balancing pass on the v5.9 feature set, which the seed-003 pair
 // (cfs-blocked-load, cfs-runnable-load) starts from.
 cfs_features cfs_v4_11_features() noexcept;
+
+// The v6.18 feature set (`eevdf`): v5.10's with every v6.x switch on.
+cfs_features cfs_v6_features() noexcept;
 
 // with(): `base` with one switch set: a variant that differs from a
 // kernel version's feature set by one switch is that version, with it.

@@ -132,6 +132,92 @@ struct cfs_features {
   // the busier node runs at most this many fibers (v5.7+: 2). 0 disables.
   unsigned numa_imbalance_min = 2;
 
+  // ---- v6.x: the balancer and wake-up placement of v6.18 (`eevdf`). Each
+  // switch is off in every v4/v5 member; cfs_v6_features() turns them on.
+
+  // SIS_UTIL (v6.0, commit 70fb5ccf2ebb; SIS_PROP removed in v6.8): the
+  // idle-worker scan of select_idle_cpu() examines at most nr_idle_scan
+  // workers of the LLC, llc_weight x (1 - (x x pct / 100)^2) with x the
+  // LLC's util per worker over capacity (update_idle_cpu_scan()): the whole
+  // LLC when it idles, none once its util reaches 100/pct (85% at 117).
+  // Off: SIS_PROP's bound from the waker's avg_idle and scan cost.
+  bool sis_util = false;
+
+  // select_idle_sibling() as reworked by "sched/fair: Merge
+  // select_idle_core/cpu()" (v5.12, commit 9fe1f127b913) and "Bring back
+  // select_idle_smt(), but differently" (v5.16, commit c722f35b513f): one
+  // scan of the LLC from target + 1, which, while has_idle_cores holds,
+  // looks for a wholly idle core and remembers the first idle worker it
+  // passes (taken when no core is idle) and is not bounded; otherwise idle
+  // workers only. Before the scan, with no idle core, an idle SMT sibling of
+  // prev (not of target) when prev shares target's cache. Off: v5.10's
+  // select_idle_core(), then select_idle_cpu() from target, then
+  // select_idle_smt() on target.
+  bool sis_merged_scan = false;
+
+  // recent_used_cpu (v5.16, commit 89aafd67f28c, "Use prev instead of new
+  // target as recent_used_cpu"): a wake-up that gets past the idle target
+  // and idle prev checks always leaves prev as the fiber's recent_used_cpu,
+  // and the waker's fiber no longer records its worker. Off: v5.10's
+  // (prev recorded only when the recent worker is taken; the waker's fiber
+  // records its worker at every affine wake-up).
+  bool recent_used_cpu_prev = false;
+
+  // imb_numa_nr (v5.18, commit e496132ebedd, "Adjust the allowed NUMA
+  // imbalance when SD_NUMA spans multiple LLCs"): between NUMA groups an
+  // imbalance of at most 2 (NUMA_IMBALANCE_MIN, before it is halved into
+  // fibers) is tolerated while the destination would run at most the
+  // level's imb_numa_nr fibers (local.sum_nr_running + 1), in the balancer
+  // and, on |local.idle_cpus - idlest.idle_cpus|, in find_idlest_group()'s
+  // has_spare case, which no longer keeps a new fiber home merely because
+  // the local node has an idle worker. Off: v5.10's, numa_imbalance_min
+  // against the busiest group's fibers, after halving.
+  bool imb_numa_nr = false;
+
+  // sibling_imbalance() (v6.6, commit 7ff1693236f5, "Implement prefer
+  // sibling imbalance calculation between asymmetric groups"): with an
+  // SD_PREFER_SIBLING child, fibers are spread in proportion to the
+  // groups' SMT cores, rounded, 2 when the local group is empty and the
+  // busiest runs more than one; and it counts 0 on a busy destination
+  // (!env->idle), which then no longer forces a pass past the has_spare
+  // checks. Off: v5.10's plain difference of fiber counts.
+  bool sibling_imbalance = false;
+
+  // group_smt_balance (v6.6, commit fee1759e4f04, "Determine active load
+  // balance for SMT sched groups"): an SMT core running two fibers or more
+  // is, for an idle destination, a group of its own type between
+  // misfit_task and asym_packing (busier than any fully_busy group): one
+  // fiber moves (migrate_task, 1) so that no two share a core while a
+  // core elsewhere idles. Among fully_busy groups of equal avg_load the
+  // last one found wins unless the one kept is an SMT core. Off: v5.10.
+  bool group_smt_balance = false;
+
+  // calculate_imbalance() (v6.0, "sched/fair: Fix negative imbalance in
+  // imbalance calculation"): a fully_busy local group that would become
+  // overloaded pulls nothing when its avg_load is already at or above the
+  // domain's. Off: v5.10, which then computed a negative difference.
+  bool local_above_domain_avg = false;
+
+  // Runnable boosting (v6.5, commit 7d0583cf9ec7): find_busiest_queue()'s
+  // migrate_util case ranks workers by cpu_util_cfs_boost(), the larger of
+  // util and runnable (capped at capacity), so a worker whose fibers wait
+  // counts busier than its util alone says. Off: util alone.
+  bool runnable_boost = false;
+
+  // DELAY_DEQUEUE (v6.12, commit 152e11f6df29): a fiber that blocked with
+  // negative lag stays queued, "delayed", until it is eligible again;
+  // can_migrate_task() moves such a fiber only for migrate_load, where its
+  // load is still counted. Off: no fiber is ever delayed.
+  bool delayed_dequeue = false;
+
+  // Newly-idle rationing (v5.16, commits 9d783c8dd112 and e60b56e46b38): a
+  // worker skips the newly-idle balance while its average idle period is
+  // shorter than its narrowest level's longest pass, not the migration
+  // cost, and a level's longest pass decays only a second after it last
+  // grew (the engine's, policy_traits::newidle_gate_by_domain_cost). Off:
+  // v5.10's.
+  bool newidle_cost_gate = false;
+
   // imbalance_pct() is the level's imbalance_pct under these features.
   unsigned imbalance_pct(const sched_domain& sd) const noexcept {
     if (sd.has_flag(SD_SHARE_CPUCAPACITY) || sd.has_flag(SD_SHARE_PKG_RESOURCES)) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -29,6 +30,8 @@ bool idle_cpu(const placement_request& req, int cpu) noexcept {
   const cpu_snapshot& s = snap(req, cpu);
   return s.idle && s.nr_running == 0;
 }
+
+bool idle_cpu_of(const placement_request& req, int cpu) noexcept { return idle_cpu(req, cpu); }
 
 // True when the request carries a domain tree that matches its snapshots.
 bool has_tree(const placement_request& req) noexcept {
@@ -101,10 +104,26 @@ std::size_t wrap_position(const std::vector<int>& span, int start, int cpu) {
 // the LLC's has_idle_cores hint is set: a scan that finds no idle core
 // clears it (set_idle_cores(target, 0)); a worker going idle with every
 // sibling idle sets it again (the engine).
-int select_idle_core(const placement_request& req, const sched_domain& llc, int target) {
-  const bool smt_present = std::any_of(llc.span.begin(), llc.span.end(), [&](int cpu) {
-    return smt_siblings(req, cpu) != nullptr;
+// sched_smt_present, as far as the LLC shows it: some worker of it shares
+// its core.
+bool llc_has_smt(const placement_request& req, const sched_domain& llc) {
+  return std::any_of(llc.span.begin(), llc.span.end(), [&](int cpu) { return smt_siblings(req, cpu) != nullptr; });
+}
+
+// Whether the scan from `start` reaches `core` after another worker of its
+// SMT core: the core was judged then (the kernel drops the core's mask
+// from the scan).
+bool core_seen_before(const placement_request& req, const sched_domain& llc, int start, int core) {
+  const std::vector<int>* siblings = smt_siblings(req, core);
+  if (siblings == nullptr) return false;
+  const std::size_t here = wrap_position(llc.span, start, core);
+  return std::any_of(siblings->begin(), siblings->end(), [&](int s) {
+    return s != core && in_span(llc.span, s) && wrap_position(llc.span, start, s) < here;
   });
+}
+
+int select_idle_core(const placement_request& req, const sched_domain& llc, int target) {
+  const bool smt_present = llc_has_smt(req, llc);
   if (!smt_present || !snap(req, target).llc_has_idle_cores) {
     return -1;
   }
@@ -211,8 +230,67 @@ int select_idle_cpu(const placement_request& req, const sched_domain& llc, int t
   return found;
 }
 
+int nr_idle_scan(const placement_request& req, const sched_domain& llc) {
+  const auto llc_weight = static_cast<std::uint64_t>(llc.span.size());
+  if (llc_weight == 0) return 0;
+  std::uint64_t sum_util = 0;
+  for (const int cpu : llc.span) sum_util += snap(req, cpu).util_avg;
+  // update_idle_cpu_scan(): y = 1024 - x^2 x pct^2 / (10000 x 1024), with x
+  // the LLC's util per worker, scales the LLC's weight. At x = 1024 x
+  // 100 / pct, the util of an overloaded LLC group, y reaches 0.
+  const std::uint64_t x = sum_util / llc_weight;
+  const std::uint64_t pct = llc.imbalance_pct;
+  const std::uint64_t tmp = std::min<std::uint64_t>(x * x * pct * pct / (10000 * capacity_scale), capacity_scale);
+  return static_cast<int>((capacity_scale - tmp) * llc_weight / capacity_scale);
+}
 
-int select_idle_sibling(const placement_request& req, int prev, int target) {
+int select_idle_cpu_v6(const placement_request& req, const sched_domain& llc, int target, bool has_idle_core,
+                       const cfs_features& f) {
+  long nr = std::numeric_limits<long>::max();
+  if (f.sis_util) {
+    // Plus one, because the scan stops at !--nr; an LLC too busy to have an
+    // idle worker is not scanned at all.
+    nr = nr_idle_scan(req, llc) + 1;
+    if (nr == 1) return -1;
+  }
+  int idle_cpu = -1;
+  int core_found = -1;
+  bool cut = false;
+  const int start = target + 1;
+  for_each_wrap(llc.span, start, [&](int cpu) {
+    if (has_idle_core) {
+      if (core_seen_before(req, llc, start, cpu)) return false;
+      // select_idle_core(): the core if every thread idles; on the way the
+      // first idle thread of the first core that has one, for later.
+      const std::vector<int>* siblings = smt_siblings(req, cpu);
+      const std::vector<int> alone{cpu};
+      bool idle = true;
+      for (const int s : siblings != nullptr ? *siblings : alone) {
+        if (!idle_cpu_of(req, s)) {
+          idle = false;
+          if (idle_cpu == -1) continue;
+          break;
+        }
+        if (idle_cpu == -1 && in_span(llc.span, s)) idle_cpu = s;
+      }
+      if (idle) core_found = cpu;
+      return idle;
+    }
+    if (--nr <= 0) {
+      cut = true;
+      return true;
+    }
+    if (idle_cpu_of(req, cpu)) idle_cpu = cpu;
+    return idle_cpu >= 0;
+  });
+  if (core_found >= 0) return core_found;
+  if (cut) return -1;
+  // A full core scan that found none clears the hint.
+  if (has_idle_core && req.effects != nullptr) req.effects->clear_idle_cores = target;
+  return idle_cpu;
+}
+
+int select_idle_sibling(const placement_request& req, int prev, int target, const cfs_features& f) {
   if (idle_cpu(req, target)) {
     return target;
   }
@@ -227,6 +305,11 @@ int select_idle_sibling(const placement_request& req, int prev, int target) {
   // A worker the fiber was recently woken towards, idle and cache-affine:
   // it takes that, and prev becomes the candidate for the next wake-up.
   const int recent = req.fiber.recent_used_cpu;
+  // v5.16: prev becomes the candidate for the next wake-up whether or not
+  // the recent worker is taken.
+  if (f.recent_used_cpu_prev && valid_cpu(req, prev) && req.effects != nullptr) {
+    req.effects->fiber_recent_used_cpu = prev;
+  }
   if (valid_cpu(req, recent) && recent != prev && recent != target && share_cache(req, recent, target) &&
       idle_cpu(req, recent)) {
     if (req.effects != nullptr) req.effects->fiber_recent_used_cpu = prev;
@@ -234,6 +317,24 @@ int select_idle_sibling(const placement_request& req, int prev, int target) {
   }
   const sched_domain* llc = llc_domain(req, target);
   if (llc == nullptr) {
+    return target;
+  }
+  if (f.sis_merged_scan) {
+    const bool has_idle_core = llc_has_smt(req, *llc) && snap(req, target).llc_has_idle_cores;
+    // No idle core to hope for: a thread of prev's core, whose caches the
+    // fiber may still warm, if one idles.
+    if (!has_idle_core && valid_cpu(req, prev) && share_cache(req, prev, target)) {
+      if (const int cpu = select_idle_smt(req, *llc, prev); cpu >= 0) return cpu;
+    }
+    const int cpu = select_idle_cpu_v6(req, *llc, target, has_idle_core, f);
+    return cpu >= 0 ? cpu : target;
+  }
+  if (f.sis_util) {
+    // SIS_UTIL on v5.10's sequence: the idle-worker scan bounded by the
+    // LLC's util instead of SIS_PROP.
+    if (const int core = select_idle_core(req, *llc, target); core >= 0) return core;
+    if (const int cpu = select_idle_cpu_v6(req, *llc, target - 1, false, f); cpu >= 0) return cpu;
+    if (const int cpu = select_idle_smt(req, *llc, target); cpu >= 0) return cpu;
     return target;
   }
   // A whole idle core first: an idle PU whose sibling is busy shares its
@@ -399,7 +500,19 @@ const sched_group* find_idlest_group(const placement_request& req, const sched_d
         }
         // Otherwise stay on the spawner's node, near the data it is about to
         // share with the new fiber; the periodic balancer spreads if needed.
-        if (local_sgs.idle_cpus > 0) return nullptr;
+        if (f.imb_numa_nr) {
+          // v5.18: only while the node stays lightly loaded (imb_numa_nr,
+          // at most the local group's weight: the kernel's cpus_ptr
+          // intersection, which every fiber's affinity spans) and the
+          // idle workers differ by at most 2.
+          const unsigned imb_numa_nr =
+              std::min(static_cast<unsigned>(local->cpus.size()), sd.imb_numa_nr);
+          const long idle_diff = std::labs(static_cast<long>(local_sgs.idle_cpus) -
+                                           static_cast<long>(idlest_sgs.idle_cpus));
+          if (adjust_numa_imbalance_v6(idle_diff, local_sgs.sum_nr_running + 1, imb_numa_nr) == 0) return nullptr;
+        } else if (local_sgs.idle_cpus > 0) {
+          return nullptr;
+        }
       }
       if (local_sgs.idle_cpus >= idlest_sgs.idle_cpus) return nullptr;
       break;
@@ -533,7 +646,7 @@ numa_choice task_numa_find_cpu(const placement_request& req, int src_node, int d
     }
   }
   const auto move_to = [&](int cpu) {
-    best.cpu = first_idle >= 0 ? first_idle : select_idle_sibling(req, -1, cpu);
+    best.cpu = first_idle >= 0 ? first_idle : select_idle_sibling(req, -1, cpu, f);
     best.swap = false;
     best.imp = moveimp;
   };
@@ -628,10 +741,12 @@ int select_task_rq(const placement_request& req, const cfs_features& f) {
         }
       }
     }
-    cpu = select_idle_sibling(req, prev, target);
+    cpu = select_idle_sibling(req, prev, target, f);
     // want_affine (wake_wide() is not modelled): the waker's running fiber
-    // remembers its worker.
-    if (origin >= 0 && req.effects != nullptr) req.effects->waker_recent_used_cpu = true;
+    // remembers its worker (until v5.16).
+    if (origin >= 0 && req.effects != nullptr && !f.recent_used_cpu_prev) {
+      req.effects->waker_recent_used_cpu = true;
+    }
   }
 
   // v4.19 (f.numa_v4_19) never ran task_numa_migrate() at a wake-up: the

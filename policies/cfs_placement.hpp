@@ -84,7 +84,37 @@ int select_task_rq(const placement_request& req, const cfs_features& f);
 // target's LLC; with no LLC domain above target (a cache of its own) the
 // answer is target. Not modelled: the per-CPU kthread shortcut (no
 // kthreads). Requires a valid target; prev may be -1.
-int select_idle_sibling(const placement_request& req, int prev, int target);
+//
+// Under f.recent_used_cpu_prev (v5.16) a wake-up that gets past target and
+// prev leaves prev as the fiber's recent_used_cpu whatever it finds. Under
+// f.sis_merged_scan (v5.12, v5.16) the searches after recent_used_cpu are:
+// with no idle core hoped for, an idle SMT sibling of prev when prev shares
+// target's cache; then select_idle_cpu_v6(). f.sis_util alone bounds
+// v5.10's idle-worker scan by nr_idle_scan() instead of SIS_PROP.
+int select_idle_sibling(const placement_request& req, int prev, int target,
+                        const cfs_features& f = cfs_features{});
+
+// nr_idle_scan() is v6.0's SIS_UTIL scan depth for `llc`
+// (update_idle_cpu_scan()): with x the LLC's util per worker (the sum of
+// its workers' util_avg over its weight) and pct its imbalance_pct,
+// llc_weight x (1024 - min(1024, x^2 x pct^2 / (10000 x 1024))) / 1024,
+// each division truncating: the whole LLC at no util, 0 from x = 1024 x
+// 100 / pct (875 at 117) on. The kernel refreshes it at the LLC level's
+// periodic balance and the wake-up reads that value; here it is computed
+// from the wake-up's own snapshot of the LLC.
+int nr_idle_scan(const placement_request& req, const sched_domain& llc);
+
+// select_idle_cpu_v6() is select_idle_cpu() since "Merge
+// select_idle_core/cpu()" (v5.12) with SIS_UTIL (v6.0, when f.sis_util):
+// no scan at all when nr_idle_scan() is 0; otherwise the LLC from target +
+// 1, wrapping. With has_idle_core, each SMT core once (through the first
+// of its workers met), returning the first wholly idle one, remembering the
+// first idle worker of the first core that has one, unbounded; a scan that
+// finds no idle core clears the hint (req.effects->clear_idle_cores) and
+// returns what it remembered. Without, the first idle worker among at most
+// nr_idle_scan() examined. -1: none.
+int select_idle_cpu_v6(const placement_request& req, const sched_domain& llc, int target, bool has_idle_core,
+                       const cfs_features& f);
 
 // select_idle_cpu() is the scan for an idle worker of `llc` from target
 // (wrapping), with SIS_PROP: when the waker is a worker (req.origin), at most

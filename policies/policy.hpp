@@ -94,6 +94,9 @@ struct fiber_view {
   int preferred_node = -1;     // spawn_options::numa_node, -1 = none
   bool cache_hot = false;      // ran on its worker less than the migration cost ago
   int recent_used_cpu = -1;    // p->recent_used_cpu: a worker it was recently woken towards
+  // Blocked but still queued until its lag is spent (se->sched_delayed, the
+  // EEVDF discipline's DELAY_DEQUEUE, v6.12); false under every other.
+  bool sched_delayed = false;
 };
 
 // Why a worker is placing a fiber.
@@ -287,6 +290,14 @@ struct policy_traits {
   // period; an idle worker then balances from its tick. False: it retries
   // while it spins (work stealing).
   bool rations_newidle = false;
+
+  // How the rationing above judges a worker's idle period (v5.16, commits
+  // 9d783c8dd112 and e60b56e46b38): a worker does not balance when its
+  // average idle period is shorter than its narrowest level's longest pass
+  // (sd->max_newidle_lb_cost), instead of the migration cost; and a level's
+  // longest pass decays (by 253/256) only a second after it last grew,
+  // checked at each pass as well as at the tick. False: v5.10's.
+  bool newidle_gate_by_domain_cost = false;
 
   // True when select_cpu() reads nothing of req.cpus but its size (it
   // places by origin, previous worker or chance). The engine then skips the

@@ -49,6 +49,9 @@ constexpr std::array policies{
     policy_info{"steal-lifo",
                 "work stealing with a LIFO local queue: newest first, thieves take the oldest (Cilk, Rayon)",
                 &make_steal_lifo},
+    policy_info{"eevdf",
+                "the v6.18 fair class: the EEVDF discipline inside v6.18's balancer and wake-up placement",
+                &make_eevdf},
 };
 
 }  // namespace

@@ -102,8 +102,29 @@ struct sched_domain {
   unsigned min_interval_ms = 1;    // = span weight
   unsigned max_interval_ms = 2;    // = 2 * span weight
   // (The kernel's sd->busy_factor is the policy's: policy_traits::busy_factor.)
+  // The flags of the level below in the owner's chain (0 at the narrowest):
+  // the kernel's sg->flags, which every group of the domain copies from its
+  // child. SD_SHARE_CPUCAPACITY there means each group is one SMT core.
+  unsigned child_flags = 0;
+  // The fibers a NUMA level lets a node run before an imbalance against
+  // another node counts (sd->imb_numa_nr, build_sched_domains() since v5.18):
+  // on the first level above the LLC, the LLCs it spans (an eighth of its
+  // span when it spans one), scaled on wider levels by how many times they
+  // span the first NUMA level. 0 where the tree was not built by
+  // build_domains() (hand-built test domains).
+  unsigned imb_numa_nr = 0;
+  // The SMT cores of each group, in the order of `groups` (sg->cores, v6.6).
+  // Empty where the tree was not built by build_domains(): every worker is
+  // then its own core (group_cores_of()).
+  shared_list<unsigned> group_cores;
 
   bool has_flag(unsigned f) const noexcept { return (flags & f) != 0; }
+
+  // group_cores_of() is the number of SMT cores of groups[g]: group_cores[g],
+  // or the group's worker count when group_cores was not filled in.
+  unsigned group_cores_of(std::size_t g) const noexcept {
+    return g < group_cores.size() ? group_cores[g] : static_cast<unsigned>(groups[g].cpus.size());
+  }
 };
 
 // The hierarchy of every worker: per_cpu[w] is worker w's chain, narrowest

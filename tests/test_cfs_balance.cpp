@@ -1182,3 +1182,135 @@ TEST_CASE("seed 002: v4.19's migrate_degrades_locality() decides before cache ho
   env.numa_level = false;
   CHECK(cfs::migrate_degrades_locality(away, env) == -1);
 }
+
+// ---------------------------------------------------------- v6.x (eevdf)
+
+TEST_CASE("build_domains: child flags, cores per group and imb_numa_nr (v5.18)", "[cfs][balance][v6]") {
+  // Two NUMA nodes of two LLCs of two 2-way SMT cores.
+  const auto tree = tree_of("pack:2 [numa] l3:2 core:2 pu:2", 16);
+  const auto& chain = tree.per_cpu[0];
+  REQUIRE(chain.size() == 4);  // SMT, LLC, PKG (the node), NUMA
+  CHECK(chain[0].child_flags == 0);
+  CHECK((chain[1].child_flags & usched::SD_SHARE_CPUCAPACITY) != 0);
+  CHECK(std::vector<unsigned>(chain[1].group_cores.begin(), chain[1].group_cores.end()) ==
+        std::vector<unsigned>{1, 1});
+  CHECK(std::vector<unsigned>(chain[2].group_cores.begin(), chain[2].group_cores.end()) ==
+        std::vector<unsigned>{2, 2});
+  CHECK(std::vector<unsigned>(chain[3].group_cores.begin(), chain[3].group_cores.end()) ==
+        std::vector<unsigned>{4, 4});
+  // The first level above the LLC spans 2 LLCs: 2; the NUMA level spans
+  // the first NUMA level once: 2 again.
+  CHECK(chain[2].imb_numa_nr == 2);
+  CHECK(chain[3].imb_numa_nr == 2);
+}
+
+TEST_CASE("adjust_numa_imbalance_v6: at most 2 while the destination stays light", "[cfs][balance][v6]") {
+  CHECK(cfs::adjust_numa_imbalance_v6(2, 3, 4) == 0);
+  CHECK(cfs::adjust_numa_imbalance_v6(3, 3, 4) == 3);
+  CHECK(cfs::adjust_numa_imbalance_v6(2, 5, 4) == 2);
+}
+
+TEST_CASE("sibling_imbalance: fibers per core, 0 for a busy destination (v6.6)", "[cfs][balance][v6]") {
+  sched_domain sd = domain_of(0, {{0, 1, 2, 3}, {4, 5}});
+  sd.group_cores = std::vector<unsigned>{4, 2};
+  std::vector<cpu_snapshot> cpus(6, idle_cpu());
+  sd_lb_stats sds;
+  sds.local = 1;
+  sds.busiest = 0;
+  sds.busiest_stat.sum_nr_running = 6;
+  const auto req = request(sd, cpus, 4, cpu_idle_type::newly_idle, true);
+  // 2 x (2 x 6 - 4 x 0) + 2 + 4 = 30, over 6 cores: 5.
+  CHECK(cfs::sibling_imbalance(req, sds) == 5);
+  CHECK(cfs::sibling_imbalance(request(sd, cpus, 4, cpu_idle_type::not_idle, true), sds) == 0);
+  // One core's worth by the ratio, but the local group is empty: 2.
+  sd.group_cores = std::vector<unsigned>{4, 1};
+  sds.busiest_stat.sum_nr_running = 2;
+  CHECK(cfs::sibling_imbalance(req, sds) == 2);
+  // As many cores: the difference of counts.
+  sd.group_cores = std::vector<unsigned>{2, 2};
+  sds.busiest_stat.sum_nr_running = 5;
+  sds.local_stat.sum_nr_running = 1;
+  CHECK(cfs::sibling_imbalance(req, sds) == 4);
+}
+
+TEST_CASE("v6.6 prefer-sibling: a busy destination no longer forces the spread", "[cfs][balance][v6]") {
+  // Local {0,1,2} runs one fiber on this_cpu 0; {3,4,5} runs one each at
+  // low util: has_spare, no idle worker, three fibers against one.
+  const sched_domain sd = domain_of(0, {{0, 1, 2}, {3, 4, 5}});
+  std::vector<cpu_snapshot> cpus{busy(1, 300), idle_cpu(), idle_cpu(), busy(1, 300), busy(1, 300), busy(1, 300)};
+  const auto busy_req = request(sd, cpus, 0, cpu_idle_type::not_idle, true);
+  const auto v510 = cfs::find_busiest_group(busy_req, cfs_features{});
+  CHECK(v510.busiest == 3);
+  CHECK(v510.type == migration_type::migrate_task);
+  CHECK(v510.imbalance == 1);
+  const auto v6 = cfs::find_busiest_group(busy_req, usched::cfs_v6_features());
+  CHECK(v6.busiest == -1);
+  CHECK(v6.imbalance == 0);
+  // Newly idle, both spread one: (3 - 1) / 2.
+  const auto idle_req = request(sd, cpus, 0, cpu_idle_type::newly_idle, true);
+  const auto v6_idle = cfs::find_busiest_group(idle_req, usched::cfs_v6_features());
+  CHECK(v6_idle.busiest == 3);
+  CHECK(v6_idle.imbalance == 1);
+}
+
+TEST_CASE("group_smt_balance: a loaded SMT core for an idle destination (v6.6)", "[cfs][balance][v6]") {
+  // An LLC of three 2-way cores; this_cpu 0's core idles.
+  sched_domain sd = domain_of(usched::SD_SHARE_PKG_RESOURCES, {{0, 1}, {2, 3}, {4, 5}});
+  sd.child_flags = usched::SD_SHARE_CPUCAPACITY | usched::SD_SHARE_PKG_RESOURCES;
+  std::vector<cpu_snapshot> cpus{idle_cpu(), idle_cpu(), busy(2, 500), idle_cpu(), busy(1, 300), busy(1, 300)};
+  const cfs_features v6 = usched::cfs_v6_features();
+  const auto req = request(sd, cpus, 0, cpu_idle_type::idle, true);
+  const sg_lb_stats core1 = cfs::update_sg_lb_stats(req, sd.groups[1], false, 117, v6);
+  CHECK(core1.type == group_type::has_spare);
+  CHECK(core1.smt_balance);
+  CHECK(cfs::busy_rank(core1) == 5);  // between misfit_task (4) and asym_packing (6)
+  CHECK_FALSE(cfs::update_sg_lb_stats(req, sd.groups[1], false, 117, cfs_features{}).smt_balance);
+  CHECK_FALSE(cfs::update_sg_lb_stats(req, sd.groups[0], true, 117, v6).smt_balance);
+  const auto busy_req = request(sd, cpus, 0, cpu_idle_type::not_idle, true);
+  CHECK_FALSE(cfs::update_sg_lb_stats(busy_req, sd.groups[1], false, 117, v6).smt_balance);
+  sched_domain no_smt = sd;
+  no_smt.child_flags = 0;
+  CHECK_FALSE(cfs::update_sg_lb_stats(request(no_smt, cpus, 0, cpu_idle_type::idle, true), no_smt.groups[1],
+                                      false, 117, v6)
+                  .smt_balance);
+  // Both loaded cores are smt_balance; core {4,5}, with no idle thread,
+  // ranks as the busier has_spare one. One fiber moves.
+  sd_lb_stats sds = cfs::update_sd_lb_stats(req, v6);
+  CHECK(sds.busiest == 2);
+  CHECK(cfs::find_imbalance(req, sds, v6) == lb_imbalance{migration_type::migrate_task, 1});
+}
+
+TEST_CASE("fully_busy ties: the later group wins unless the kept one is an SMT core (v6.5)",
+          "[cfs][balance][v6]") {
+  sched_domain sd = domain_of(0, {{0, 1}, {2, 3}, {4, 5}});
+  std::vector<cpu_snapshot> cpus{busy(1), idle_cpu(), busy(1), busy(1), busy(1), busy(1)};
+  const auto req = request(sd, cpus, 0, cpu_idle_type::idle, true);
+  CHECK(cfs::update_sd_lb_stats(req, cfs_features{}).busiest == 1);
+  CHECK(cfs::update_sd_lb_stats(req, usched::cfs_v6_features()).busiest == 2);
+}
+
+TEST_CASE("runnable boosting: find_busiest_queue's util counts waiting fibers (v6.5)", "[cfs][balance][v6]") {
+  const sched_domain sd = domain_of(0, {{0, 1}, {2, 3}});
+  std::vector<cpu_snapshot> cpus{idle_cpu(), idle_cpu(), busy(2, 600), busy(2, 800)};
+  cpus[2].runnable_avg = 2048;
+  cpus[3].runnable_avg = 900;
+  const auto req = request(sd, cpus, 0, cpu_idle_type::newly_idle, true);
+  CHECK(cfs::find_busiest_queue(req, sd.groups[1], migration_type::migrate_util, 500, cfs_features{}) == 3);
+  CHECK(cfs::find_busiest_queue(req, sd.groups[1], migration_type::migrate_util, 500,
+                                usched::cfs_v6_features()) == 2);
+}
+
+TEST_CASE("a delayed fiber moves only when load is balanced (v6.12)", "[cfs][balance][v6]") {
+  fiber_view f;
+  f.load_avg = 100;
+  f.util_avg = 100;
+  f.sched_delayed = true;
+  detach_env env;
+  env.type = migration_type::migrate_task;
+  env.imbalance = 1;
+  CHECK(cfs::can_detach(f, env, cfs_features{}).take);
+  CHECK_FALSE(cfs::can_detach(f, env, usched::cfs_v6_features()).take);
+  env.type = migration_type::migrate_load;
+  env.imbalance = 1000;
+  CHECK(cfs::can_detach(f, env, usched::cfs_v6_features()).take);
+}

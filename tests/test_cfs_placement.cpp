@@ -4,6 +4,7 @@
 // out; the seed cases rebuild the situations argued about in seeds/002 (NUMA
 // placement) and seeds/004 (idlest-group tie-break).
 #include "cfs_features.hpp"
+#include "cfs_family.hpp"
 #include "cfs_placement.hpp"
 #include "domains.hpp"
 #include "policy.hpp"
@@ -738,4 +739,107 @@ TEST_CASE("seed 002: task_numa_migrate() counts the running fiber's load once an
   CHECK(cfs::task_numa_migrate(m.wake(0, 0, fiber_of(full_load)), v4_19).cpu == -1);
   // The wake-up placement leaves the preferred node out.
   CHECK(cfs::select_task_rq(m.wake(0, 2, fiber_of(full_load, 1)), v4_19) == 2);
+}
+
+// ------------------------------------------------------ v6.x wake-up placement (eevdf)
+
+TEST_CASE("nr_idle_scan: SIS_UTIL's scan depth from the LLC's util (v6.0)", "[cfs][placement][v6]") {
+  machine m("pack:1 core:8 pu:1", 8);
+  const sched_domain& llc = m.domain(0, 0);
+  REQUIRE(llc.span.size() == 8);
+  REQUIRE(llc.imbalance_pct == 117);
+  SECTION("an idle LLC is scanned whole") { CHECK(cfs::nr_idle_scan(m.wake(-1, 0), llc) == 8); }
+  SECTION("half util: 1024 - 512^2 x 117^2 / (10000 x 1024) = 674, x 8 / 1024 = 5") {
+    for (int w = 0; w < 8; ++w) m.idle_with_util(w, 512);
+    CHECK(cfs::nr_idle_scan(m.wake(-1, 0), llc) == 5);
+  }
+  SECTION("from 1024 x 100 / 117 on, nothing") {
+    for (int w = 0; w < 8; ++w) m.idle_with_util(w, 876);
+    CHECK(cfs::nr_idle_scan(m.wake(-1, 0), llc) == 0);
+  }
+}
+
+TEST_CASE("select_idle_sibling under SIS_UTIL stops after nr_idle_scan workers", "[cfs][placement][v6]") {
+  machine m("pack:1 core:8 pu:1", 8);
+  for (int w = 0; w < 8; ++w) m.run(w, full_load, -1, 512);  // nr_idle_scan 5: workers 1-5 from target 0
+  const cfs_features v6 = usched::cfs_v6_features();
+  SECTION("an idle worker 5 is the fifth examined") {
+    m.at(5) = cpu_snapshot{};
+    m.at(5).util_avg = 512;
+    CHECK(cfs::select_idle_sibling(m.wake(-1, 0), 0, 0, v6) == 5);
+  }
+  SECTION("an idle worker 6 is beyond it: target; v5.10 (no waker, SIS_PROP unbounded) finds it") {
+    m.at(6) = cpu_snapshot{};
+    m.at(6).util_avg = 512;
+    CHECK(cfs::select_idle_sibling(m.wake(-1, 0), 0, 0, v6) == 0);
+    CHECK(cfs::select_idle_sibling(m.wake(-1, 0), 0, 0) == 6);
+  }
+  SECTION("an LLC at 85% util is not scanned at all") {
+    for (int w = 1; w < 8; ++w) m.idle_with_util(w, 876);
+    m.at(3) = cpu_snapshot{};
+    m.at(3).util_avg = 876;
+    m.idle_with_util(0, 876);
+    CHECK(cfs::nr_idle_scan(m.wake(-1, 0), m.domain(0, 0)) == 0);
+    CHECK(cfs::select_idle_sibling(m.wake(-1, 0), 0, 0, v6) == 0);
+  }
+}
+
+TEST_CASE("select_idle_sibling since v5.16: an idle SMT sibling of prev before the LLC scan",
+          "[cfs][placement][v6]") {
+  // Cores {0,1} {2,3} {4,5} {6,7} in one LLC; no idle core (hint cleared).
+  machine m("pack:1 core:4 pu:2", 8);
+  for (int w = 0; w < 8; ++w) m.run(w);
+  for (int w = 0; w < 8; ++w) m.at(w).llc_has_idle_cores = false;
+  m.at(3) = cpu_snapshot{};
+  m.at(5) = cpu_snapshot{};
+  m.at(3).llc_has_idle_cores = false;
+  m.at(5).llc_has_idle_cores = false;
+  const cfs_features merged = usched::with(cfs_features{}, &cfs_features::sis_merged_scan, true);
+  // prev 4 (busy), target 0: v5.10 scans from 0 and finds 3; v5.16 takes
+  // prev's sibling 5.
+  CHECK(cfs::select_idle_sibling(m.wake(-1, 4), 4, 0) == 3);
+  CHECK(cfs::select_idle_sibling(m.wake(-1, 4), 4, 0, merged) == 5);
+}
+
+TEST_CASE("select_idle_cpu_v6: the idle-core scan remembers the first idle worker", "[cfs][placement][v6]") {
+  machine m("pack:1 core:4 pu:2", 8);
+  for (int w = 0; w < 8; ++w) m.run(w);
+  m.at(6) = cpu_snapshot{};  // core {6,7} half idle; no core wholly idle
+  usched::placement_effects fx;
+  auto req = m.wake(-1, 0);
+  req.effects = &fx;
+  const cfs_features merged = usched::with(cfs_features{}, &cfs_features::sis_merged_scan, true);
+  CHECK(cfs::select_idle_cpu_v6(req, m.domain(0, 1), 0, true, merged) == 6);
+  CHECK(fx.clear_idle_cores == 0);
+  SECTION("a wholly idle core wins over the idle worker met before it") {
+    m.at(2) = cpu_snapshot{};
+    m.at(3) = cpu_snapshot{};
+    usched::placement_effects fx2;
+    auto req2 = m.wake(-1, 0);
+    req2.effects = &fx2;
+    // From target + 1 = 1: core {0,1} (busy), {2,3} idle.
+    CHECK(cfs::select_idle_cpu_v6(req2, m.domain(0, 1), 0, true, merged) == 2);
+    CHECK(fx2.clear_idle_cores == -1);
+  }
+}
+
+TEST_CASE("recent_used_cpu since v5.16: prev is recorded whatever is found", "[cfs][placement][v6]") {
+  machine m("pack:1 core:8 pu:1", 8);
+  for (int w = 0; w < 8; ++w) m.run(w);
+  m.at(6) = cpu_snapshot{};
+  fiber_view f = fiber_of(full_load);
+  f.recent_used_cpu = 3;  // busy: not taken
+  m.at(1).avg_idle_ns = 1'000'000'000;  // the waker's SIS_PROP budget covers the LLC
+  const cfs_features v6 = usched::with(cfs_features{}, &cfs_features::recent_used_cpu_prev, true);
+  usched::placement_effects old_fx;
+  auto req = m.wake(1, 2, f);
+  req.effects = &old_fx;
+  CHECK(cfs::select_task_rq(req, cfs_features{}) == 6);
+  CHECK(old_fx.fiber_recent_used_cpu == usched::placement_effects::keep_recent);
+  CHECK(old_fx.waker_recent_used_cpu);
+  usched::placement_effects new_fx;
+  req.effects = &new_fx;
+  CHECK(cfs::select_task_rq(req, v6) == 6);
+  CHECK(new_fx.fiber_recent_used_cpu == 2);
+  CHECK_FALSE(new_fx.waker_recent_used_cpu);
 }

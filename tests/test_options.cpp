@@ -162,7 +162,7 @@ std::string code_error(const usched::options& o) {
 TEST_CASE("options: an unknown policy names the value and lists the registry", "[options][bad-input]") {
   const std::string names =
       "cfs, cfs-v5.9, cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, cfs-blocked-load, "
-      "cfs-runnable-load, cfs-no-idlest-util, cfs-numa-mel, cfs-numa-v4.19-rc1, none, steal, steal-lifo";
+      "cfs-runnable-load, cfs-no-idlest-util, cfs-numa-mel, cfs-numa-v4.19-rc1, none, steal, steal-lifo, eevdf";
   const auto msg = env_error("USCHED_POLICY", "fifo");
   CHECK(one_line(msg));
   CHECK(msg == "USCHED_POLICY='fifo' is not a registered policy; choose one of: " + names);

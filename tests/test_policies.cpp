@@ -15,11 +15,12 @@ using usched::test::tree_of;
 
 TEST_CASE("registry lists every policy in order and rejects unknown names", "[policy]") {
   const auto reg = usched::registered_policies();
-  REQUIRE(reg.size() == 13);
+  REQUIRE(reg.size() == 14);
   CHECK(reg[0].name == "cfs");
   CHECK(reg[10].name == "none");
   CHECK(reg[11].name == "steal");
   CHECK(reg[12].name == "steal-lifo");
+  CHECK(reg[13].name == "eevdf");
   CHECK(usched::make_policy("steal-lifo")->traits().discipline == usched::queue_discipline::lifo);
   CHECK_FALSE(usched::make_policy("steal")->traits().discipline == usched::queue_discipline::lifo);
   for (const auto& p : reg) {
@@ -60,6 +61,21 @@ TEST_CASE("each policy's traits: the queue discipline, when it balances, what pl
     CHECK_FALSE(t.smt_ignores_cache_hot);
     CHECK_FALSE(t.shortens_busy_interval);
   }
+
+  // v6.18: cfs's fixed facts around the EEVDF discipline, with v5.16's
+  // newly-idle gate.
+  const usched::policy_traits eevdf = usched::make_policy("eevdf")->traits();
+  CHECK(eevdf.discipline == queue_discipline::eevdf);
+  CHECK(eevdf.pulls_when_idle);
+  CHECK(eevdf.balances_periodically);
+  CHECK(eevdf.rations_newidle);
+  CHECK(eevdf.newidle_gate_by_domain_cost);
+  CHECK_FALSE(cfs.newidle_gate_by_domain_cost);
+  CHECK_FALSE(eevdf.places_without_snapshot);
+  CHECK(eevdf.wake_reads_only_llcs);
+  CHECK(eevdf.busy_factor == 16);
+  CHECK(eevdf.smt_ignores_cache_hot);
+  CHECK(eevdf.shortens_busy_interval);
 
   for (const char* name : {"none", "steal", "steal-lifo"}) {
     CAPTURE(name);

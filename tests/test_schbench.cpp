@@ -467,7 +467,7 @@ TEST_CASE("schbench: clone flags, attached values and repeats", "[schbench]") {
 
 TEST_CASE("schbench: every bad input is one line naming the flag", "[schbench]") {
   const std::string policies = "cfs, cfs-v5.9, cfs-v5.9-weight1, cfs-v5.9-idle, cfs-v5.9-failshift, "
-                               "cfs-blocked-load, cfs-runnable-load, cfs-no-idlest-util, cfs-numa-mel, cfs-numa-v4.19-rc1, none, steal, steal-lifo";
+                               "cfs-blocked-load, cfs-runnable-load, cfs-no-idlest-util, cfs-numa-mel, cfs-numa-v4.19-rc1, none, steal, steal-lifo, eevdf";
   REQUIRE(usched::policy_names().front() == "cfs");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"-x"},

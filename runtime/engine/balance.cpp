@@ -25,6 +25,29 @@ unsigned cache_nice_tries(const sched_domain& sd) noexcept {
   return 1;
 }
 
+// A level's longest newly-idle pass loses 3/256 (about 1%) once per this
+// period, so that a pass that was once slow does not ration the worker
+// forever.
+constexpr std::int64_t newidle_cost_decay_period_ns = 1'000 * ns_per_ms;
+
+// update_newidle_cost() of v5.16: a pass that cost more than the level's
+// longest becomes the longest and restarts the decay period; otherwise the
+// longest decays once the period since its last change has passed. True
+// when it decayed.
+bool update_newidle_cost(sd_balance_state& st, std::int64_t cost, std::int64_t now) noexcept {
+  if (cost > st.max_newidle_lb_cost) {
+    st.max_newidle_lb_cost = cost;
+    st.next_decay = now + newidle_cost_decay_period_ns;
+    return false;
+  }
+  if (now > st.next_decay) {
+    st.max_newidle_lb_cost = st.max_newidle_lb_cost * 253 / 256;
+    st.next_decay = now + newidle_cost_decay_period_ns;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 unsigned engine::idle_balance(int cpu, const now_source& now, std::uint64_t random,
@@ -45,7 +68,12 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
   if (rationed) {
     // The kernel's newidle_balance(): a worker whose idle periods are on
     // average shorter than a migration is worth does not balance at all.
-    if (avg_idle < cfg_.migration_cost_ns) {
+    // Since v5.16 "worth" is what a pass of its narrowest level has cost at
+    // most, which follows the machine instead of a fixed 0.5 ms.
+    const std::int64_t gate = traits_.newidle_gate_by_domain_cost
+                                  ? sd_state_[static_cast<std::size_t>(cpu)][0].max_newidle_lb_cost
+                                  : cfg_.migration_cost_ns;
+    if (avg_idle < gate) {
       c.newidle_skipped.add();
       return 0;
     }
@@ -63,7 +91,11 @@ unsigned engine::newidle_balance(int cpu, const now_source& now, std::uint64_t r
       const std::int64_t cost =
           now.measures() ? now.fresh() - t0
                          : cfg_.balance_pass_per_cpu_ns * static_cast<std::int64_t>(chain[level].span.size());
-      st.max_newidle_lb_cost = std::max(st.max_newidle_lb_cost, cost);
+      if (traits_.newidle_gate_by_domain_cost) {
+        update_newidle_cost(st, cost, now());
+      } else {
+        st.max_newidle_lb_cost = std::max(st.max_newidle_lb_cost, cost);
+      }
       curr_cost += cost;
     }
     if (n > 0) {
@@ -410,9 +442,11 @@ void engine::rebalance_domains(int cpu, const now_source& now, std::uint64_t ran
     bool decayed = false;
     for (std::size_t level = 0; level < chain.size(); ++level) {
       sd_balance_state& st = sd_state_[static_cast<std::size_t>(cpu)][level];
-      if (now() > st.next_decay) {
+      if (traits_.newidle_gate_by_domain_cost) {
+        decayed = update_newidle_cost(st, 0, now()) || decayed;
+      } else if (now() > st.next_decay) {
         st.max_newidle_lb_cost = st.max_newidle_lb_cost * 253 / 256;
-        st.next_decay = now() + 1'000 * ns_per_ms;
+        st.next_decay = now() + newidle_cost_decay_period_ns;
         decayed = true;
       }
       max_cost += st.max_newidle_lb_cost;

@@ -258,6 +258,68 @@ unsigned imbalance_pct_for(unsigned flags) {
   return default_imbalance_pct;
 }
 
+// The cores of every group of `sd` (init_sched_groups_capacity(), v6.6):
+// a worker counts once for its SMT core, whose span is the narrowest
+// SD_SHARE_CPUCAPACITY level of its own chain (itself without one).
+std::vector<unsigned> cores_of_groups(const domain_tree& tree, const sched_domain& sd) {
+  std::vector<unsigned> cores;
+  cores.reserve(sd.groups.size());
+  for (const sched_group& g : sd.groups) {
+    unsigned n = 0;
+    for (const int c : g.cpus) {
+      int first = c;
+      for (const sched_domain& own : tree.per_cpu[static_cast<std::size_t>(c)]) {
+        if (own.has_flag(SD_SHARE_CPUCAPACITY)) first = own.span.front();
+      }
+      if (first == c) ++n;
+    }
+    cores.push_back(n);
+  }
+  return cores;
+}
+
+// link_levels() fills in what a domain knows of the levels around it: its
+// child's flags, its groups' cores, and build_sched_domains()'s
+// imb_numa_nr (v5.18). Balancers before v6 read none of it.
+void link_levels(domain_tree& tree) {
+  // One cores list per distinct group list, shared as the groups are.
+  std::map<const sched_group*, shared_list<unsigned>> cores;
+  for (std::vector<sched_domain>& chain : tree.per_cpu) {
+    unsigned imb = 0;
+    std::size_t imb_span = 1;
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      sched_domain& sd = chain[i];
+      const sched_domain* child = i > 0 ? &chain[i - 1] : nullptr;
+      sd.child_flags = child != nullptr ? child->flags : 0;
+      auto it = cores.find(sd.groups.get().data());
+      if (it == cores.end()) it = cores.emplace(sd.groups.get().data(), cores_of_groups(tree, sd)).first;
+      sd.group_cores = it->second;
+
+      // The first level above the LLC tolerates as many fibers as it has
+      // LLCs before one LLC of a node shares its cache while another
+      // node's idles (an eighth of its span if it has one LLC: SMT and
+      // memory channels); wider levels scale that by how many first NUMA
+      // levels they span.
+      if (!sd.has_flag(SD_SHARE_PKG_RESOURCES) && child != nullptr && child->has_flag(SD_SHARE_PKG_RESOURCES)) {
+        const std::size_t nr_llcs = sd.span.size() / child->span.size();
+        imb = static_cast<unsigned>(nr_llcs == 1 ? sd.span.size() >> 3 : nr_llcs);
+        imb = std::max(1U, imb);
+        sd.imb_numa_nr = imb;
+        imb_span = sd.span.size();
+        for (std::size_t j = i + 1; j < chain.size(); ++j) {
+          if (chain[j].has_flag(SD_NUMA)) {
+            imb_span = chain[j].span.size();
+            break;
+          }
+        }
+      } else {
+        const auto factor = std::max<std::size_t>(1, sd.span.size() / imb_span);
+        sd.imb_numa_nr = static_cast<unsigned>(imb * factor);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 domain_tree build_domains(const std::vector<detail::worker_place>& places) {
@@ -308,6 +370,7 @@ domain_tree build_domains(const std::vector<detail::worker_place>& places) {
       tree.per_cpu[w].push_back(std::move(sd));
     }
   }
+  link_levels(tree);
   return tree;
 }
 
