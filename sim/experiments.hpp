@@ -36,6 +36,23 @@ struct experiments_options {
   std::string figures_dir;
 };
 
+// What an experiment is, for a listing: its title, the simulated machine,
+// the topology, the schbench command line ({r} for the run's seconds;
+// empty for a workload file), its rows' policies, and whether it holds
+// simulated blocks against measured ones (a fidelity check).
+struct experiment_info {
+  std::string title;
+  std::string machine_name;
+  std::string topology;
+  std::string schbench_args;
+  std::vector<std::string> policies;
+  bool compares_blocks = false;
+};
+
+// experiment_list() lists the page's experiments, in its order; it runs
+// nothing.
+std::vector<experiment_info> experiment_list();
+
 // run_experiments() writes the page (markdown) to `page`, a line per run to
 // `progress`, and returns how many shapes do not hold (0: all hold).
 // Throws what a run throws.

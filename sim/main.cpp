@@ -52,7 +52,7 @@ std::string usage_text() {
       "                  [--noise NAME=VALUE]... [--trace FILE] -- schbench [schbench flags] | -- file PATH\n"
       "       usched_sim --validate [--quick] [--machine M] [--cost NAME=NS]... [--noise NAME=VALUE]...\n"
       "       usched_sim --experiments [--quick] [--figures DIR] [--machine M] [--cost NAME=NS]... [--noise NAME=VALUE]...\n"
-      "       usched_sim --calibrate [--quick]\n"
+      "       usched_sim --calibrate [--quick] [--machine M] [--policy P]\n"
       "  --topology T   the machine: what USCHED_TOPOLOGY takes (synthetic string or XML file); default: this host\n"
       "  --policy P     " + sb::policy_list() + " (default: USCHED_POLICY, else cfs)\n"
       "  --seed N       0..2^64-1: every random draw of the run (default 1)\n"
@@ -60,7 +60,9 @@ std::string usage_text() {
       "  --validate     run schbench shapes on the real runtime and in the simulator, one table (--quick: fewer)\n"
       "  --experiments  run the seeds' experiments and print docs/experiments.md; exit 1 if a shape does not hold\n"
       "  --calibrate    fit the 40-vCPU VM's wake-up noise to seed 000's v5.10-rc1 + fix block, predict v5.9's\n"
-      "                 (--quick: fewer seeds, shorter runs; --figures DIR: draw the page's timelines into DIR)\n"
+      "                 (--quick: fewer seeds, shorter runs; --figures DIR: draw the page's timelines into DIR);\n"
+      "                 --machine kvm16: the 16-vCPU guest's to its saturated block, predict its default-think one;\n"
+      "                 --policy P: the kernel of the fitted run\n"
       "  --machine M    the simulated machine's costs, noise and HZ: " + joined(usched::sim::machine_names()) + "\n"
       "                 (default: ideal, no noise; --experiments: each experiment's own)\n"
       "  --noise NAME=VALUE  a setting of the machine's noise, one of: " + joined(usched::sim::noise_names()) + "\n"
@@ -99,6 +101,7 @@ struct command {
   bool validate = false;
   bool experiments = false;
   bool calibrate = false;
+  bool policy_given = false;  // --policy named (--calibrate: the fitted run's kernel)
   bool quick = false;
   std::string figures;
   // --machine (empty: the mode's own; a run's is "ideal", each experiment
@@ -133,6 +136,7 @@ command parse(int argc, char** argv) {
       c.cfg.topology = value(a);
     } else if (a == "--policy") {
       c.cfg.policy = value(a);
+      c.policy_given = true;
       const auto names = usched::policy_names();
       if (std::find(names.begin(), names.end(), c.cfg.policy) == names.end()) {
         throw usage("--policy '" + c.cfg.policy + "' is not a registered policy; choose one of: " + sb::policy_list());
@@ -195,9 +199,10 @@ command parse(int argc, char** argv) {
   if (!c.figures.empty() && !std::filesystem::is_directory(c.figures)) {
     throw usage("--figures '" + c.figures + "': not a directory; expected an existing folder for the page's timelines");
   }
-  if (c.calibrate && (!c.machine.empty() || !c.cost_overrides.empty() || !c.noise_overrides.empty())) {
-    throw usage("--calibrate fits the machine of the thread's run itself; leave out --machine, --cost and --noise");
+  if (c.calibrate && (!c.cost_overrides.empty() || !c.noise_overrides.empty())) {
+    throw usage("--calibrate fits the machine of the thread's run itself; leave out --cost and --noise");
   }
+  if (c.calibrate && !c.machine.empty()) usched::sim::calibration_for(c.machine);  // one that has a block, or one line
   if (c.validate || c.experiments || c.calibrate) {
     const std::string mode = c.validate ? "--validate" : c.experiments ? "--experiments" : "--calibrate";
     if (i < argc) throw usage(mode + " runs its own workloads; leave out the -- " + std::string(argv[i]) + " part");
@@ -274,6 +279,8 @@ int main(int argc, char** argv) {
     if (c.calibrate) {
       usched::sim::calibration_options o;
       o.quick = c.quick;
+      if (!c.machine.empty()) o.machine = c.machine;
+      if (c.policy_given) o.policy = c.cfg.policy;
       return run_mode([&] { return usched::sim::run_calibration(o, std::cout, std::cerr); });
     }
     if (c.kind == "schbench") {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "calibration.hpp"
+#include "experiments.hpp"
 #include "machine.hpp"
 #include "schbench_model.hpp"
 #include "simulator.hpp"
@@ -226,7 +228,7 @@ TEST_CASE("machine: draws follow the seed; the noise-free machine draws nothing"
 TEST_CASE("machine: unknown machines and noise settings are one-line errors naming what is accepted",
           "[sim][machine]") {
   CHECK_THROWS_WITH(usched::sim::machine_named("vm41"),
-                    "--machine 'vm41': unknown machine; accepted: ideal, vm40, arm64-8, box32, server2s");
+                    "--machine 'vm41': unknown machine; accepted: ideal, vm40, arm64-8, box32, server2s, kvm16");
   usched::sim::machine m = usched::sim::machine_named("ideal");
   CHECK_THROWS_WITH(usched::sim::set_noise(m, "hz", "200"), "--noise hz=200: expected one of 100, 250, 300, 1000");
   CHECK_THROWS_WITH(usched::sim::set_noise(m, "sigma", "-1"), "--noise sigma=-1: expected a number from 0 to 2");
@@ -236,4 +238,75 @@ TEST_CASE("machine: unknown machines and noise settings are one-line errors nami
   usched::sim::set_noise(m, "hz", "250");
   CHECK(m.hz == 250);
   CHECK(m.tick_ns() == 4 * ms);
+}
+
+TEST_CASE("machine: kvm16, the 16-vCPU guest, is a kernel machine at HZ=1000 with halted vCPUs", "[sim][machine]") {
+  const usched::sim::machine m = usched::sim::machine_named("kvm16");
+  CHECK(m.name == "kvm16");
+  CHECK(m.hz == 1000);
+  CHECK(m.tick_ns() == 1 * ms);
+  CHECK(m.jiffies);
+  // A kernel's idle CPU does not spin: the vCPU halts at once.
+  CHECK(m.spin_us == 0);
+  CHECK(m.jitter.random_tick_phase);
+  // A guest sees no C-states: halted, polled by its host, then descheduled.
+  REQUIRE(m.jitter.idle_states.size() == 2);
+  CHECK(m.jitter.idle_states[0].name == "halt-polled");
+  CHECK(m.jitter.idle_states[1].name == "halt-descheduled");
+  CHECK(m.jitter.idle_states[1].residency_ns == 200 * us);
+  // What is not fitted is vm40's class of machine.
+  const usched::sim::machine vm = usched::sim::machine_named("vm40");
+  CHECK(m.cost.switch_ns == vm.cost.switch_ns);
+  CHECK(m.cost.migrate_llc_ns == vm.cost.migrate_llc_ns);
+  CHECK(m.jitter.irq_per_s == vm.jitter.irq_per_s);
+  CHECK(m.jitter.steal_per_s == vm.jitter.steal_per_s);
+  CHECK(m.jitter.timer_slack_ns == vm.jitter.timer_slack_ns);
+  const auto names = usched::sim::machine_names();
+  CHECK(std::find(names.begin(), names.end(), "kvm16") != names.end());
+}
+
+TEST_CASE("machine: the experiments list the 16-vCPU guest's two runs, on its topology and machine", "[sim][machine]") {
+  const auto list = usched::sim::experiment_list();
+  std::vector<usched::sim::experiment_info> guest;
+  for (const auto& x : list) {
+    if (x.machine_name == "kvm16") guest.push_back(x);
+  }
+  REQUIRE(guest.size() == 2);
+  // The last two on the page, after the seeds' experiments.
+  CHECK(list[list.size() - 2].title == guest[0].title);
+  CHECK(list.back().title == guest[1].title);
+  for (const auto& x : guest) {
+    INFO(x.title);
+    CHECK(x.topology == "pack:1 core:16 pu:1");
+    CHECK(x.compares_blocks);
+    REQUIRE_FALSE(x.policies.empty());
+    CHECK(x.policies.front() == usched::sim::hw16_policy);
+    CHECK(std::find(x.policies.begin(), x.policies.end(), "cfs") != x.policies.end());
+  }
+  // The hardware's command lines, with -C 0 for schbench 93483e4's lack of
+  // a message-thread think.
+  CHECK(guest[0].schbench_args == "-m 2 -t 8 -r {r} -C 0");
+  CHECK(guest[1].schbench_args == "-m 2 -t 8 -r {r} -c 1000000 -s 1000 -i 30 -z 120 -C 0");
+  CHECK(usched::sim::hw16_def().schbench == guest[0].schbench_args);
+  CHECK(usched::sim::hw16_sat().schbench == guest[1].schbench_args);
+  CHECK(usched::sim::hw16_sat().block.p[4] == 331);
+  CHECK(usched::sim::hw16_def().block.p[4] == 5304);
+}
+
+TEST_CASE("machine: --calibrate fits vm40 and kvm16, each against its own runs", "[sim][machine]") {
+  CHECK(usched::sim::calibration_machines() == std::vector<std::string>{"vm40", "kvm16"});
+  const auto vm = usched::sim::calibration_for("vm40");
+  CHECK(vm.fit.policy == "cfs");
+  CHECK(vm.predict.policy == "cfs-v5.9");
+  const auto guest = usched::sim::calibration_for("kvm16", "cfs-v5.9");
+  CHECK(guest.fit.machine == "kvm16");
+  CHECK(guest.fit.policy == "cfs-v5.9");
+  CHECK(guest.predict.policy == "cfs-v5.9");
+  CHECK(guest.fit.block.p[0] == 39);
+  CHECK(guest.predict.block.p[0] == 72);
+  CHECK(usched::sim::calibration_for("kvm16").fit.policy == usched::sim::hw16_policy);
+  CHECK(guest.grid.wakers.size() * guest.grid.futexes.size() * guest.grid.parked.size() * guest.grid.sigmas.size() ==
+        192);
+  CHECK_THROWS_WITH(usched::sim::calibration_for("box32"),
+                    "--calibrate --machine box32: no block to fit it to; accepted: vm40, kvm16");
 }
