@@ -52,7 +52,7 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   return r;
 }
 
-bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker) {
+bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker, bool handoff) {
   // on_rq goes false only when the fiber's own worker dequeues it (under
   // the lock), and true only by an enqueue, which only this waker (the one
   // that claimed the wait) can do now: a false read is final.
@@ -67,7 +67,11 @@ bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& n
     // placement (ttwu_runnable()).
     ev_requeue_delayed(cpu, q, *se, now);
     count_wakeup(cpu, *se, why, now, waker);
-    ev_check_preempt(cpu, q, *se);
+    if (handoff) {
+      make_next(cpu, q, se);
+    } else {
+      ev_check_preempt(cpu, q, *se);
+    }
     publish(q);
   } else if (still) {
     se->wake_pending = true;

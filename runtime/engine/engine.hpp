@@ -456,8 +456,11 @@ class engine {
   // requeue, and true is returned: nothing else is to be done. False means
   // it is off every runqueue and must be enqueued. Takes that runqueue's lock
   // only when the fiber may still be on it, and counts the wake-up there by
-  // `why` when it is (`waker` as for count_wakeup()).
-  bool wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker = -1);
+  // `why` when it is (`waker` as for count_wakeup()). Under EEVDF a fiber
+  // still queued may be a delayed one (it blocked with negative lag): it is
+  // made runnable where it is, and, with `handoff`, that worker's next pick.
+  bool wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker = -1,
+                    bool handoff = false);
   // count_wakeup(): one wake-up of `se` for `why` on cpu, at `now`, by a
   // fiber or event of worker `waker` (-1: none); the caller holds cpu's
   // runqueue lock (cpu_counters::wakeups). It also stamps se for the

@@ -45,7 +45,7 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
     id = trace_id(joiner);
     now();
   }
-  if (wake_running(joiner, wake_reason::join, now, cpu)) {
+  if (wake_running(joiner, wake_reason::join, now, cpu, true)) {
     if (tracer_) [[unlikely]] {
       trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, true, now);
     }
