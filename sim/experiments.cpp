@@ -81,6 +81,8 @@ struct experiment {
   // in place of a thread's: the page says "the machine" where it says "the
   // thread" (empty: a seed's experiment).
   std::string hardware_file;
+  // Neither: a kernel commit's own claim, in words (the page's source line).
+  std::string commit;
   std::string machine;    // the thread's machine, in words
   std::string machine_name;  // the simulated machine (machine.hpp): its costs, noise and HZ
   std::string topology;   // --topology
@@ -142,6 +144,27 @@ metric numa_migrations() {
   return {"cross-node migrations", [](const run_result& r) { return static_cast<double>(r.numa_migrations); }};
 }
 
+// The fairness experiment's shares of its one worker: the sleeper's is its
+// completed runs (one a wake-up: each sleep that ends is a sample) times
+// the run's length, the hog's the rest of the worker's busy time.
+constexpr std::int64_t sleeper_run_ns = 2'000'000;
+
+double sleeper_share(const run_result& r) {
+  return 100.0 * static_cast<double>(r.summary.samples) * sleeper_run_ns / static_cast<double>(r.runtime_ns);
+}
+
+metric sleeper_pct() { return {"sleeper's CPU %", [](const run_result& r) { return sleeper_share(r); }, 1}; }
+
+metric hog_pct() {
+  return {"hog's CPU %",
+          [](const run_result& r) {
+            double busy = 0;
+            for (const auto& w : r.stats.workers) busy += static_cast<double>(w.busy_ns);
+            return 100.0 * busy / static_cast<double>(r.runtime_ns) - sleeper_share(r);
+          },
+          1};
+}
+
 // A worker counts as used when it was busy at least 1% of the run.
 bool used(const worker_stats& w, std::int64_t runtime_ns) {
   return static_cast<double>(w.busy_ns) >= 0.01 * static_cast<double>(runtime_ns);
@@ -167,6 +190,12 @@ metric used_utilization() {
             return n ? 100.0 * sum / n : 0.0;
           },
           1};
+}
+
+// What the page calls the numbers an experiment is held against.
+std::string source_word(const experiment& x) {
+  if (!x.commit.empty()) return "commit";
+  return x.hardware_file.empty() ? "thread" : "machine";
 }
 
 // ---- runs --------------------------------------------------------------------
@@ -690,6 +719,54 @@ std::vector<experiment> experiments() {
   };
 
   {
+    experiment x;
+    x.title = "EEVDF's lag-based placement: a sleeper that runs half the time against a hog";
+    x.commit =
+        "The kernel commit \"sched/fair: Commit to lag based placement\" (Peter Zijlstra, v6.6), on the sleeper "
+        "credit it removed";
+    x.machine = "one CPU: an always-running task and one that runs 2 ms and sleeps 2 ms";
+    x.machine_name = "ideal";
+    x.topology = "pack:1 core:1 pu:1";
+    x.workload =
+        "runtime {r}s\n"
+        "fiber hog\n"
+        "  run 1s\n"
+        "  repeat\n"
+        "fiber sleeper\n"
+        "  run 2ms\n"
+        "  sleep 2ms\n"
+        "  repeat\n";
+    x.runtime_s = 10;
+    x.quick_runtime_s = 5;
+    x.metrics = {sleeper_pct(), hog_pct()};
+    x.rows = {
+        {"cfs", "v5.10: a woken task up to sched_latency / 2 behind min_vruntime (GENTLE_FAIR_SLEEPERS)",
+         {"50", "50"}},
+        {"eevdf", "v6.6+: placed with the lag it left with (PLACE_LAG)", {"33", "67"}},
+    };
+    x.check = [](const medians& m) {
+      const double cfs = m.at("cfs")[0];
+      const double eevdf = m.at("eevdf")[0];
+      shape s;
+      s.holds = cfs >= 47 && cfs <= 53 && eevdf >= 30 && eevdf <= 36.5;
+      s.text = "the sleeper gets half the CPU under the sleeper credit and a third under lag placement, each within "
+               "3 points: `cfs` " + number(cfs, 1) + "%, `eevdf` " + number(eevdf, 1) + "%.";
+      return s;
+    };
+    x.notes =
+        "The commit's argument: a task that wants the CPU half the time, beside one that wants it all the time, "
+        "is owed the CPU for as long as both want it, shared 1:1. It runs 2 ms in 4 ms of sharing and then "
+        "sleeps 2 ms: a third of the CPU, the hog two thirds. CFS's sleeper credit let a woken task be up to "
+        "half a latency period (3 ms on one CPU) behind the queue's min_vruntime, so the 2 ms it slept were "
+        "all credited back: it ran its 2 ms at once, ahead of the hog, and got half. Under EEVDF the sleeper "
+        "leaves with a lag near 0 (it sleeps right after it was served its share; a negative lag is paid off "
+        "while it stays queued, DELAY_DEQUEUE, and a positive one is dropped, DELAY_ZERO), so it wakes at the "
+        "average and shares. The runs on one simulated CPU are exact: nothing else runs, and every wake-up is "
+        "a completed run of 2 ms, so its share is its wake-ups times 2 ms over the run.";
+    xs.push_back(std::move(x));
+  }
+
+  {
     const thread_run run = hw16_def();
     experiment x;
     x.title = "The 16-CPU guest, default think: 18 threads on 16 CPUs";
@@ -823,7 +900,7 @@ void write_blocks(std::ostream& body, const experiment& x, const row_runs& runs)
   bool any = false;
   for (const row& r : x.rows) any = any || r.block.has_value();
   if (!any) return;
-  const std::string source = x.hardware_file.empty() ? "thread" : "machine";
+  const std::string source = source_word(x);
   body << "The " << source << "'s whole percentile blocks (us) beside the simulated ones; the distance is the mean "
           "|log2(simulated / thread)| over the seven percentiles of the seeds' median block (docs/simulator.md, "
           "\"Calibration\"):\n\n| policy | run |";
@@ -941,7 +1018,9 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
     summary.emplace_back(x.title, shape{s.holds && (!fid || fid->holds), x.gates ? "" : " (not counted: a stand-in row)"});
 
     body << "## " << x.title << "\n\n";
-    if (x.hardware_file.empty()) {
+    if (!x.commit.empty()) {
+      body << x.commit << ": ";
+    } else if (x.hardware_file.empty()) {
       body << "The thread (`../shared/seeds/" << x.seed_file << "`): ";
     } else {
       body << "Measured (`../shared/hardware/" << x.hardware_file << "`): ";
@@ -955,7 +1034,7 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
     body << (x.schbench_args.empty() ? "" : ", ") << seeds.size() << " seeds (median [min..max]).\n\n";
     body << "| policy | stands for |";
     for (const metric& mt : x.metrics) {
-      body << " " << mt.name << ": " << (x.hardware_file.empty() ? "thread" : "machine") << " | simulated |";
+      body << " " << mt.name << ": " << source_word(x) << " | simulated |";
     }
     body << "\n|---|---|";
     for (std::size_t k = 0; k < x.metrics.size(); ++k) body << "---|---|";
@@ -976,7 +1055,7 @@ int run_experiments(const experiments_options& o, std::ostream& page, std::ostre
          << "`; docs/simulator.md, \"Machines\").\n\n";
     write_blocks(body, x, runs);
     if (fid) {
-      body << "**Against the " << (x.hardware_file.empty() ? "thread" : "machine") << "'s blocks: "
+      body << "**Against the " << source_word(x) << "'s blocks: "
            << (fid->holds ? "holds" : "does not hold") << ".** " << fid->text << "\n\n";
     }
     body << x.notes << "\n\n";

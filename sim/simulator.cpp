@@ -248,12 +248,25 @@ void simulator::handle(const event& e) {
 
 // ---- fibers --------------------------------------------------------------------
 
-sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node, const char* label) {
+namespace {
+
+// The slice a fiber asks for (spawn_options::slice), as the runtime's
+// spawn records it.
+void ask_slice(sim_fiber& f, std::int64_t slice_ns) {
+  if (slice_ns == 0) return;
+  f.ev_flags |= detail::ev_custom_slice;
+  f.ev_slice.request = static_cast<std::uint32_t>(slice_ns);
+}
+
+}  // namespace
+
+sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node, const char* label, std::int64_t slice_ns) {
   auto f = std::make_unique<sim_fiber>();
   f->id = static_cast<int>(fibers_.size()) + 1;
   f->prog = std::move(p);
   f->pinned = pin;
   f->preferred_node = node;
+  ask_slice(*f, slice_ns);
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
   if (cfg_.trace && label) cfg_.trace->emit_label(now_, static_cast<std::uint64_t>(ref.id), label);
@@ -261,11 +274,12 @@ sim_fiber& simulator::spawn(std::unique_ptr<program> p, int pin, int node, const
   return ref;
 }
 
-sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node) {
+sim_fiber& simulator::spawn_on(std::unique_ptr<program> p, int cpu, int node, std::int64_t slice_ns) {
   auto f = std::make_unique<sim_fiber>();
   f->id = static_cast<int>(fibers_.size()) + 1;
   f->prog = std::move(p);
   f->preferred_node = node;
+  ask_slice(*f, slice_ns);
   sim_fiber& ref = *f;
   fibers_.push_back(std::move(f));
   engine_->enqueue(cpu, &ref, detail::enqueue_kind::spawn, now_, false, wake_reason::spawn);

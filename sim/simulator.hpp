@@ -152,13 +152,15 @@ class simulator {
   // the worker running now (or from outside, before the run or from an
   // event callback). Returns it; it lives as long as the simulator.
   // `label` names it in a trace (spawn_options::label), as the schbench
-  // model names its message and worker threads.
-  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1, int node = -1, const char* label = nullptr);
+  // model names its message and worker threads. `slice_ns`: the slice it
+  // asks for under EEVDF (spawn_options::slice; 0: the base slice).
+  sim_fiber& spawn(std::unique_ptr<program> p, int pin = -1, int node = -1, const char* label = nullptr,
+                   std::int64_t slice_ns = 0);
   // spawn_on() starts a fiber queued on worker `cpu` without asking the
   // policy (an experiment's starting state, as the engine tests set one up
   // by hand); it is not pinned: balancing may move it from there. It
   // counts as a spawn on `cpu` (wake_reason::spawn), as spawn() does.
-  sim_fiber& spawn_on(std::unique_ptr<program> p, int cpu, int node = -1);
+  sim_fiber& spawn_on(std::unique_ptr<program> p, int cpu, int node = -1, std::int64_t slice_ns = 0);
   // post() is the program's fpost: wakes the waiter (a wake-up from the
   // worker running now, counted as wake_reason::sync: the word is a futex
   // the waiter sleeps on) or leaves the post.

@@ -94,7 +94,7 @@ class file_program : public program {
         case workload_step::kind::spawn:
           for (unsigned i = 0; i < s.count; ++i) {
             const fiber_def& d = *st_.defs.at(s.name);
-            children_.push_back(&sim.spawn(std::make_unique<file_program>(st_, d), d.pin, d.node));
+            children_.push_back(&sim.spawn(std::make_unique<file_program>(st_, d), d.pin, d.node, nullptr, d.slice_ns));
           }
           break;
         case workload_step::kind::join:
@@ -154,7 +154,7 @@ workload parse_workload(std::istream& in, const std::string& file) {
       w.runtime_ns = parse_duration(t[1], where);
       if (w.runtime_ns <= 0) throw workload_error(where + "the runtime must be longer than 0");
     } else if (op == "fiber") {
-      want(2, 6, "fiber NAME [xN] [pin=W] [on=W] [node=N]");
+      want(2, 7, "fiber NAME [xN] [pin=W] [on=W] [node=N] [slice=DURATION]");
       for (const auto& f : w.fibers) {
         if (f.name == t[1]) throw workload_error(where + "fiber '" + t[1] + "' is defined twice (line " + std::to_string(f.line) + ")");
       }
@@ -162,7 +162,12 @@ workload parse_workload(std::istream& in, const std::string& file) {
       d.name = t[1];
       d.line = no;
       for (std::size_t i = 2; i < t.size(); ++i) {
-        if (t[i].rfind("node=", 0) == 0) {
+        if (t[i].rfind("slice=", 0) == 0) {
+          d.slice_ns = parse_duration(t[i].substr(6), where);
+          if (d.slice_ns < 100'000 || d.slice_ns > 100'000'000) {
+            throw workload_error(where + "'" + t[i] + "' is out of range: a slice is 100us..100ms");
+          }
+        } else if (t[i].rfind("node=", 0) == 0) {
           const std::string v = t[i].substr(5);
           if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos) {
             throw workload_error(where + "'" + t[i] + "' is not a NUMA node; expected node=N with N a node index");
@@ -270,9 +275,9 @@ schbench::run_summary run_workload(simulator& sim, const workload& w, std::ostre
     for (unsigned i = 0; i < f.count; ++i) {
       auto p = std::make_unique<file_program>(st, f);
       if (f.on >= 0 && f.pin < 0) {
-        sim.spawn_on(std::move(p), f.on, f.node);
+        sim.spawn_on(std::move(p), f.on, f.node, f.slice_ns);
       } else {
-        sim.spawn(std::move(p), f.pin, f.node);
+        sim.spawn(std::move(p), f.pin, f.node, nullptr, f.slice_ns);
       }
     }
   }

@@ -5,12 +5,14 @@
 // ignored; durations are whole numbers with ns, us, ms or s):
 //
 //   runtime DURATION           how long to simulate (default 10s)
-//   fiber NAME [xN] [pin=W] [on=W]
+//   fiber NAME [xN] [pin=W] [on=W] [node=N] [slice=DURATION]
 //                              a fiber definition; N copies start at time 0
 //                              (x0: only started by `spawn`), pinned to
 //                              worker W if given, or queued on worker W at
 //                              the start without asking the policy (on=W: a
-//                              starting state; balancing may move them).
+//                              starting state; balancing may move them),
+//                              preferring NUMA node N, asking for an EEVDF
+//                              slice (100us..100ms; spawn_options::slice).
 //                              The steps below it, up to the next `fiber`,
 //                              are its program:
 //     run DURATION             use the CPU (with preempt points)
@@ -65,6 +67,7 @@ struct fiber_def {
   int pin = -1;
   int on = -1;
   int node = -1;  // preferred NUMA node (spawn_options::numa_node)
+  std::int64_t slice_ns = 0;  // the slice it asks for under EEVDF (spawn_options::slice); 0: the base
   std::vector<workload_step> steps;
   std::uint64_t repeat = 1;  // 0: until the end of the run
   int line = 0;
