@@ -22,10 +22,12 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
     id = trace_id(se);
     if (kind == placement_kind::wake) prev_cpu = se->cpu.load(std::memory_order_relaxed);
   }
-  // Woken before it finished blocking: it keeps its place on its worker.
-  if (kind == placement_kind::wake && wake_running(se, why, now, origin)) {
+  // Woken before it finished blocking: it keeps its place on its worker
+  // (or, delayed under EEVDF, is runnable there again).
+  int requeued = -1;
+  if (kind == placement_kind::wake && wake_running(se, why, now, origin, false, &requeued)) {
     if (tracer_) [[unlikely]] trace_wakeup(id, kind, why, origin, by_origin, prev_cpu, prev_cpu, true, now);
-    return r;
+    return requeued >= 0 ? requeued_result(requeued) : r;
   }
   r.cpu = select_cpu(kind, *se, origin, random, scratch, now, by_origin);
   // A spawn onto the spawner's own worker (a spawn's origin is the worker
@@ -52,7 +54,15 @@ wake_result engine::wake_up(sched_entity* se, placement_kind kind, wake_reason w
   return r;
 }
 
-bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker, bool handoff) {
+wake_result engine::requeued_result(int cpu) const noexcept {
+  wake_result r;
+  r.cpu = cpu;
+  r.kick = traits_.pulls_when_idle && rq(cpu).nr_queued.load(std::memory_order_relaxed) > 0;
+  return r;
+}
+
+bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker, bool handoff,
+                          int* requeued) {
   // on_rq goes false only when the fiber's own worker dequeues it (under
   // the lock), and true only by an enqueue, which only this waker (the one
   // that claimed the wait) can do now: a false read is final.
@@ -66,6 +76,7 @@ bool engine::wake_running(sched_entity* se, wake_reason why, const now_source& n
     // queued here, not runnable; it becomes runnable where it is, with no
     // placement (ttwu_runnable()).
     ev_requeue_delayed(cpu, q, *se, now);
+    if (requeued) *requeued = cpu;
     count_wakeup(cpu, *se, why, now, waker);
     if (handoff) {
       make_next(cpu, q, se);

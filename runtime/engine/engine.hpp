@@ -458,9 +458,15 @@ class engine {
   // only when the fiber may still be on it, and counts the wake-up there by
   // `why` when it is (`waker` as for count_wakeup()). Under EEVDF a fiber
   // still queued may be a delayed one (it blocked with negative lag): it is
-  // made runnable where it is, and, with `handoff`, that worker's next pick.
+  // made runnable where it is, and, with `handoff`, that worker's next pick;
+  // `requeued` (when given) is then set to its worker (else left alone).
   bool wake_running(sched_entity* se, wake_reason why, const now_source& now, int waker = -1,
-                    bool handoff = false);
+                    bool handoff = false, int* requeued = nullptr);
+  // The wake_result of a wake-up that requeued a delayed fiber on `cpu`
+  // (wake_running()'s `requeued`): that worker runs another fiber (a
+  // delayed one is only ever queued behind a running one), so no one is
+  // to be woken; fibers may wait there now.
+  wake_result requeued_result(int cpu) const noexcept;
   // count_wakeup(): one wake-up of `se` for `why` on cpu, at `now`, by a
   // fiber or event of worker `waker` (-1: none); the caller holds cpu's
   // runqueue lock (cpu_counters::wakeups). It also stamps se for the

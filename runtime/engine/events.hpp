@@ -57,6 +57,8 @@ class now_source {
 struct wake_result {
   // The worker the fiber was queued on; -1 when the wake-up found it still
   // on its worker, on its way to block, which now keeps it: nothing to do.
+  // (A fiber EEVDF kept queued as it blocked, delayed, is runnable again
+  // where it was: that worker, with nothing to notify.)
   int cpu = -1;
   // cpu's worker may be parked: wake it. False only for a spawn onto the
   // spawner's own running worker.

@@ -45,11 +45,12 @@ wake_result engine::queue_joiner(sched_entity* joiner, int cpu, const now_source
     id = trace_id(joiner);
     now();
   }
-  if (wake_running(joiner, wake_reason::join, now, cpu, true)) {
+  int requeued = -1;
+  if (wake_running(joiner, wake_reason::join, now, cpu, true, &requeued)) {
     if (tracer_) [[unlikely]] {
       trace_wakeup(id, placement_kind::wake, wake_reason::join, cpu, true, cpu, cpu, true, now);
     }
-    return r;
+    return requeued >= 0 ? requeued_result(requeued) : r;
   }
   // Its previous worker, as a placement that kept it there would count it.
   counters_[static_cast<std::size_t>(cpu)].wake_prev.add();
