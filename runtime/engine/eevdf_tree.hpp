@@ -14,9 +14,16 @@
 // The kernel keeps this in a red-black tree with augmented callbacks
 // (rb_add_augmented_cached, RB_DECLARE_CALLBACKS). Here it is an AVL tree:
 // its two balance bits fit the low bits of the parent link, and every
-// change is an attach or detach and rotations, after which the augmented
-// values are recomputed from the lowest changed node up to the root. Its
-// height is at most 1.44 log2(n), the red-black tree's 2 log2(n).
+// change is an attach or detach, after which the augmented values are
+// recomputed up the path while they change, and then rotations, each of
+// which recomputes the two or three nodes it moves (a rotation does not
+// change what its subtree holds, so nothing above it changes). Its height
+// is at most 1.44 log2(n), the red-black tree's 2 log2(n).
+//
+// Both ends are cached: the leftmost for the pick, the rightmost for an
+// insert after every queued deadline (a burst of spawns, whose deadlines
+// follow one another), which then attaches there without a descent: the
+// nodes of a descent are other fibers' cold lines.
 //
 // Equal deadlines keep their insertion order (an insert goes after the
 // equal keys, as rb_add's `less` does), so the leftmost eligible fiber is
@@ -66,6 +73,8 @@ class eevdf_tree {
   Entity* root() const noexcept { return root_; }
   // The earliest deadline, null when empty.
   Entity* leftmost() const noexcept { return leftmost_; }
+  // The latest deadline, null when empty.
+  Entity* rightmost() const noexcept { return rightmost_; }
 
   // The smallest slice queued; only when not empty.
   std::uint32_t min_slice() const noexcept { return root_->ev_slice.min; }
@@ -78,12 +87,21 @@ class eevdf_tree {
     se.ev_slice.min = se.ev_slice.request;
     if (root_ == nullptr) {
       set_parent(se, nullptr, 1);
-      root_ = leftmost_ = &se;
+      root_ = leftmost_ = rightmost_ = &se;
       return;
     }
     Entity* p = root_;
     bool leftmost = true;
-    for (;;) {
+    bool rightmost = true;
+    if (!vtime_before(se.ev.deadline, rightmost_->ev.deadline)) {
+      // After every key (equal ones included): the rightmost's right child.
+      p = rightmost_;
+      p->ev.right = &se;
+      leftmost = false;
+    } else {
+      rightmost = false;
+    }
+    for (; !rightmost;) {
       if (vtime_before(se.ev.deadline, p->ev.deadline)) {
         if (p->ev.left == nullptr) {
           p->ev.left = &se;
@@ -101,18 +119,22 @@ class eevdf_tree {
     }
     set_parent(se, p, 1);
     if (leftmost) leftmost_ = &se;
+    if (rightmost) rightmost_ = &se;
+    propagate(p, nullptr);
     insert_retrace(&se);
-    propagate(&se);
   }
 
   void erase(Entity& se) noexcept {
     if (&se == leftmost_) leftmost_ = next(se);
+    if (&se == rightmost_) rightmost_ = prev(se);
     Entity* start;  // the lowest node whose subtree lost a member
     int side;       // which of start's subtrees became shorter (-1 left, +1 right)
+    Entity* moved;  // the successor that took se's place, whose values are stale
     if (se.ev.left != nullptr && se.ev.right != nullptr) {
       // The successor takes se's place: the leftmost of its right subtree.
       Entity* s = se.ev.right;
       while (s->ev.left != nullptr) s = s->ev.left;
+      moved = s;
       Entity* sr = s->ev.right;
       if (s == se.ev.right) {
         start = s;
@@ -141,9 +163,10 @@ class eevdf_tree {
       side = p->ev.left == &se ? -1 : +1;
       replace_child(p, &se, child);
       start = p;
+      moved = nullptr;
     }
+    propagate(start, moved, &se);
     erase_retrace(start, side);
-    propagate(start);
   }
 
   // The leftmost node whose vruntime satisfies `eligible`, null if none.
@@ -159,6 +182,21 @@ class eevdf_tree {
       n = n->ev.right;
     }
     return nullptr;
+  }
+
+  // In-order predecessor, null at the start.
+  static Entity* prev(Entity& se) noexcept {
+    if (Entity* l = se.ev.left) {
+      while (l->ev.right) l = l->ev.right;
+      return l;
+    }
+    Entity* c = &se;
+    Entity* p = parent(se);
+    while (p != nullptr && p->ev.left == c) {
+      c = p;
+      p = parent(*p);
+    }
+    return p;
   }
 
   // In-order successor (the next later deadline), null at the end.
@@ -183,7 +221,9 @@ class eevdf_tree {
     if (!valid_at(root_, h)) return false;
     Entity* first = root_;
     while (first && first->ev.left) first = first->ev.left;
-    return first == leftmost_;
+    Entity* last = root_;
+    while (last && last->ev.right) last = last->ev.right;
+    return first == leftmost_ && last == rightmost_;
   }
 
  private:
@@ -222,10 +262,30 @@ class eevdf_tree {
     n.ev_slice.min = s;
   }
 
-  // From n up to the root, each node's augmented values again. Rotations
-  // recompute the nodes they move; the nodes above them are on this path.
-  static void propagate(Entity* n) noexcept {
-    for (; n != nullptr; n = parent(*n)) recompute(*n);
+  // From n up, each node's augmented values again, while they change: a
+  // node whose values stay has none to pass on. Up to `moved` (a node
+  // that took another's place, stale whatever its descendants say) and
+  // past it, the walk goes on regardless. Before any rotation: the tree's
+  // shape is the attach's or detach's.
+  static bool recompute_changed(Entity& n) noexcept {
+    const std::uint64_t v = n.ev_min_vruntime;
+    const std::uint32_t s = n.ev_slice.min;
+    recompute(n);
+    return n.ev_min_vruntime != v || n.ev_slice.min != s;
+  }
+  // `moved`'s values are compared with those of the node whose place it
+  // took (`was`): what the nodes above it saw there.
+  static void propagate(Entity* n, Entity* moved, const Entity* was = nullptr) noexcept {
+    for (; n != nullptr; n = parent(*n)) {
+      if (n == moved) {
+        recompute(*n);
+        moved = nullptr;
+        if (n->ev_min_vruntime == was->ev_min_vruntime && n->ev_slice.min == was->ev_slice.min) return;
+        continue;
+      }
+      const bool changed = recompute_changed(*n);
+      if (!changed && moved == nullptr) return;
+    }
   }
 
   // Rotations: `x` goes down, its child up; returns the child, the new root
@@ -376,6 +436,7 @@ class eevdf_tree {
 
   Entity* root_ = nullptr;
   Entity* leftmost_ = nullptr;
+  Entity* rightmost_ = nullptr;
 };
 
 }  // namespace usched::detail
