@@ -208,7 +208,9 @@ std::vector<machine> machines() { return {ideal(), vm40(), arm64_8(), box32(), s
 
 // ---- --noise -----------------------------------------------------------------
 
-const char* const noise_fields[] = {"hz", "sigma", "irq_per_s", "irq_us", "steal_per_s", "steal_us", "timer_slack_us"};
+const char* const noise_fields[] = {"hz",          "sigma",    "irq_per_s",      "irq_us",      "steal_per_s",
+                                    "steal_us",    "timer_slack_us", "host_preempt_per_s", "host_wait_us",
+                                    "host_deep_p", "host_deep_exit_us"};
 
 double parse_number(const std::string& name, const std::string& value, double lo, double hi) {
   std::size_t used = 0;
@@ -285,6 +287,14 @@ void set_noise(machine& m, const std::string& name, const std::string& value) {
     n.steal_ns = static_cast<std::int64_t>(parse_number(name, value, 0, 1000000) * 1000);
   } else if (name == "timer_slack_us") {
     n.timer_slack_ns = static_cast<std::int64_t>(parse_number(name, value, 0, 1000000) * 1000);
+  } else if (name == "host_preempt_per_s") {
+    n.host_preempt_per_s = parse_number(name, value, 0, 1000);
+  } else if (name == "host_wait_us") {
+    n.host_wait_ns = static_cast<std::int64_t>(parse_number(name, value, 0, 1000000) * 1000);
+  } else if (name == "host_deep_p") {
+    n.host_deep_p = parse_number(name, value, 0, 1);
+  } else if (name == "host_deep_exit_us") {
+    n.host_deep_exit_ns = static_cast<std::int64_t>(parse_number(name, value, 0, 100000) * 1000);
   } else {
     throw std::invalid_argument("--noise " + name + ": unknown setting; accepted: " + joined(noise_names()));
   }
@@ -292,11 +302,15 @@ void set_noise(machine& m, const std::string& name, const std::string& value) {
 }
 
 std::string describe_noise(const machine& m) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "hz=%u sigma=%g irq_per_s=%g irq_us=%g steal_per_s=%g steal_us=%g timer_slack_us=%g",
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "hz=%u sigma=%g irq_per_s=%g irq_us=%g steal_per_s=%g steal_us=%g timer_slack_us=%g "
+                "host_preempt_per_s=%g host_wait_us=%g host_deep_p=%g host_deep_exit_us=%g",
                 m.hz, m.jitter.sigma, m.jitter.irq_per_s, static_cast<double>(m.jitter.irq_ns) / 1000,
                 m.jitter.steal_per_s, static_cast<double>(m.jitter.steal_ns) / 1000,
-                static_cast<double>(m.jitter.timer_slack_ns) / 1000);
+                static_cast<double>(m.jitter.timer_slack_ns) / 1000, m.jitter.host_preempt_per_s,
+                static_cast<double>(m.jitter.host_wait_ns) / 1000, m.jitter.host_deep_p,
+                static_cast<double>(m.jitter.host_deep_exit_ns) / 1000);
   return buf;
 }
 
@@ -330,6 +344,11 @@ std::int64_t noise_source::around(std::int64_t median_ns, double sigma) noexcept
 std::int64_t noise_source::gap(double per_s) noexcept {
   if (per_s <= 0) return std::numeric_limits<std::int64_t>::max() / 4;
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(-std::log(uniform()) * 1e9 / per_s));
+}
+
+bool noise_source::came_within(double per_s, std::int64_t ns) noexcept {
+  if (per_s <= 0 || ns <= 0) return false;
+  return uniform() < -std::expm1(-per_s * static_cast<double>(ns) * 1e-9);
 }
 
 }  // namespace usched::sim
