@@ -180,14 +180,17 @@ machine server2s() {
 // of this shape (a 6.x PREEMPT_DYNAMIC guest) are built so; HZ=250 is a
 // row of the experiments' sensitivity. A guest sees no C-states: an idle
 // vCPU halts, the host polls it for a while (halt polling) and deschedules
-// its thread after, as on `vm40`. Everything but the wake-up is `vm40`'s
-// class of machine; the wake-up medians and the spread are the best point
-// of the fit to the guest's own saturated block under hw16_policy
-// (`usched_sim --calibrate --machine kvm16`, docs/simulator.md,
-// "Calibration"). Under `cfs` that point is at the grid's edge (sigma 1,
-// wake_parked 20 us): the spread stands in for the block's 1-2 ms waits,
-// which no CFS wake-up on an idle CPU has, and the fit is to be run again
-// when the row is the kernel's own discipline.
+// its thread after, as on `vm40`. What the guest's blocks need beyond
+// `vm40`'s class is the host under a descheduled vCPU: its CPU, idle, is
+// sometimes in the host's deep C-state (a tenth of the wake-ups 150 us
+// late: both blocks' p90-p99), and while the vCPU halts long the host
+// gives its CPU to other tasks, whose rest of a slice the woken vCPU waits
+// (the default-think run's 5-6.6 ms, its vCPUs halting 30 ms a round); and
+// steal on running vCPUs (the saturated run's 1.2-1.8 ms). The wake-up's
+// medians, the spread and the host's chances are the best point of the
+// joint fit to both blocks under hw16_policy (`usched_sim --calibrate
+// --machine kvm16`, docs/simulator.md, "Calibration"); the longest host
+// wait is the default-think block's max, the steal's length held at 1 ms.
 machine kvm16() {
   machine m = vm40();
   m.name = "kvm16";
