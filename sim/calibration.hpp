@@ -74,8 +74,8 @@ thread_run seed000_v5_9();
 // The policy that stands for the 16-vCPU guest's kernel (Linux 6.18, whose
 // fair class is EEVDF) wherever its blocks are measured against: the
 // experiments' compared row and the default of `--calibrate --machine
-// kvm16`. `cfs` until the EEVDF discipline is a policy of its own.
-inline constexpr const char* hw16_policy = "cfs";
+// kvm16`: `eevdf`, the v6.18 discipline and balancer.
+inline constexpr const char* hw16_policy = "eevdf";
 
 // The 16-vCPU guest's runs (../shared/hardware/), schbench 93483e4 under
 // `policy`: the saturated one (`-c 1000000 -s 1000`, the seed-000 shape at
@@ -101,21 +101,34 @@ block_spread simulate(const thread_run& run, const machine& m, const std::vector
                       std::uint64_t runtime_s);
 
 // What a fit searches: the wake-up's three medians and the spread, each
-// over its values (the full grid, and the quick one).
+// over its values (the full grid, and the quick one), and a VM host's
+// noise where the machine has one (an empty list holds the machine's own
+// value): the deep C-state's chance and exit, the host's preemptions of a
+// descheduled vCPU's CPU, and the steal on a running one.
 struct calibration_grid {
   std::vector<std::int64_t> wakers;
   std::vector<std::int64_t> futexes;
   std::vector<std::int64_t> parked;
   std::vector<double> sigmas;
+  std::vector<double> host_deep_ps;
+  std::vector<std::int64_t> host_deep_exits;
+  std::vector<double> host_preempts;
+  std::vector<double> steals;
+  // The number of grid points: the product of the lists' sizes, an empty
+  // list counting once.
+  std::size_t points() const noexcept;
 };
 
 // A machine's fit: the run it is fitted to and the run it then predicts
-// (same machine, nothing chosen for it), and the grids.
+// (same machine, nothing chosen for it), and the grids. A joint fit
+// (`kvm16`) is fitted to both runs at once, by the mean of their
+// distances: one machine that explains two command lines.
 struct calibration_target {
   thread_run fit;
   thread_run predict;
   calibration_grid grid;
   calibration_grid quick_grid;
+  bool joint = false;
 };
 
 // calibration_machines() lists the machines --calibrate can fit, in order

@@ -19,6 +19,16 @@
 //       log-normal time (irq) from whatever runs there; a second, rarer
 //       process (steal_per_s, steal) stands for the long ones: a vCPU its
 //       host preempts, a softirq burst
+//   the host's CPU, given away under a descheduled vCPU
+//       a guest's vCPU idle past its deepest idle state's residency has
+//       its thread off its host CPU (halted past the halt-poll window),
+//       and the host runs other tasks there: they arrive at
+//       host_preempt_per_s per second of that time; when the guest wakes
+//       the vCPU after one came, its thread waits for that task's rest of
+//       a slice, uniform in (0, host_wait]; and with a chance of
+//       host_deep_p, the host CPU left idle under it is in its own deep
+//       C-state, whose exit (host_deep_exit, drawn as a cost) the wake-up
+//       pays as well
 //   timers
 //       a sleep's timer is an hrtimer with the task's slack: it fires at
 //       the deadline plus timer_slack_ns, or at the CPU's tick if one
@@ -90,6 +100,18 @@ struct noise {
   // The long interruptions: per CPU and second, and their median length.
   double steal_per_s = 0;
   std::int64_t steal_ns = 0;
+  // A descheduled vCPU's host CPU (a VM guest's machines): how often per
+  // second, while the vCPU's thread is off it (idle past the deepest idle
+  // state's residency), the host gives it to another task, and the longest
+  // the woken vCPU then waits for it (the host task's slice; each wait is
+  // uniform up to it).
+  double host_preempt_per_s = 0;
+  std::int64_t host_wait_ns = 0;
+  // The chance that a descheduled vCPU's host CPU, idle under it, is in
+  // the host's deep C-state when the vCPU is woken (the host governor's
+  // pick), and that state's exit latency (the median of its draw).
+  double host_deep_p = 0;
+  std::int64_t host_deep_exit_ns = 0;
   // The hrtimer slack of a sleeping task (current->timer_slack_ns; 50 us
   // by default on Linux).
   std::int64_t timer_slack_ns = 0;
@@ -99,7 +121,7 @@ struct noise {
 
   bool quiet() const noexcept {
     return sigma == 0 && idle_states.empty() && irq_per_s == 0 && steal_per_s == 0 && timer_slack_ns == 0 &&
-           !random_tick_phase;
+           !random_tick_phase && host_preempt_per_s == 0 && host_deep_p == 0;
   }
 };
 
@@ -130,7 +152,8 @@ std::vector<std::string> machine_names();
 machine machine_named(const std::string& name);
 
 // noise_names() lists the settings --noise NAME=VALUE accepts (hz, sigma,
-// irq_per_s, irq_us, steal_per_s, steal_us, timer_slack_us); set_noise()
+// irq_per_s, irq_us, steal_per_s, steal_us, timer_slack_us,
+// host_preempt_per_s, host_wait_us, host_deep_p, host_deep_exit_us); set_noise()
 // sets one on `m`, throwing std::invalid_argument (one line) for an unknown
 // name or a value out of range.
 std::vector<std::string> noise_names();
@@ -153,6 +176,9 @@ class noise_source {
   std::int64_t around(std::int64_t median_ns, double sigma) noexcept;
   // An exponential gap of a Poisson process of `per_s` per second, in ns.
   std::int64_t gap(double per_s) noexcept;
+  // Whether an event of a Poisson process of `per_s` per second came in
+  // `ns` (drawn only when per_s and ns are above 0; false otherwise).
+  bool came_within(double per_s, std::int64_t ns) noexcept;
 
  private:
   std::uint64_t state_;

@@ -3,6 +3,7 @@
 #include "random.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <ostream>
 #include <stdexcept>
@@ -389,7 +390,8 @@ void simulator::notify(int cpu, std::int64_t after) {
     v.st = vcpu::state::waking;
   } else if (v.st == vcpu::state::parked) {
     engine_->trace_idle(cpu, detail::idle_kind::unpark, now_);
-    const std::int64_t waking = cost(cfg_.cost.wake_parked_ns) + idle_exit_ns(now_ - v.phase_start);
+    const std::int64_t idled = now_ - v.phase_start;
+    const std::int64_t waking = cost(cfg_.cost.wake_parked_ns) + idle_exit_ns(idled) + host_wait_ns(idled);
     push(free_at(cpu, now_ + after + waking), ev::look, cpu, ++v.gen);
     --nr_parked_;
     v.st = vcpu::state::waking;
@@ -736,6 +738,26 @@ std::int64_t simulator::idle_exit_ns(std::int64_t idled) const noexcept {
     if (idled >= s.residency_ns) exit = s.exit_ns;
   }
   return exit;
+}
+
+// host_wait_ns(): what a vCPU idle for `idled` ns adds to its wake-up on
+// its host. Its thread has been off its host CPU since the deepest idle
+// state's residency (halted past the halt-poll window). If the host gave
+// the CPU to another task in that time, the vCPU waits for the rest of
+// that task's slice; if the CPU idled, it may be in the host's deep
+// C-state, whose exit it pays. Nothing is drawn on a machine without them.
+std::int64_t simulator::host_wait_ns(std::int64_t idled) noexcept {
+  const noise& n = cfg_.jitter;
+  const bool preempts = n.host_preempt_per_s > 0 && n.host_wait_ns > 0;
+  const bool deep = n.host_deep_p > 0 && n.host_deep_exit_ns > 0;
+  if (!preempts && !deep) return 0;
+  const std::int64_t off = idled - (n.idle_states.empty() ? 0 : n.idle_states.back().residency_ns);
+  if (off <= 0) return 0;
+  if (preempts && draw_.came_within(n.host_preempt_per_s, off)) {
+    return std::max<std::int64_t>(1, std::llround(draw_.uniform() * static_cast<double>(n.host_wait_ns)));
+  }
+  if (deep && draw_.uniform() < n.host_deep_p) return cost(n.host_deep_exit_ns);
+  return 0;
 }
 
 // irqs_known(): every interrupt of `v` arriving up to `t` is in its list.

@@ -229,11 +229,12 @@ class simulator {
   std::int64_t migration_cost(int from, int to);
   std::uint64_t random_of(int cpu) noexcept;
   // The machine (machine.hpp): a cost's draw around its median; the first
-  // tick of the grid after `t`; an idle CPU's exit latency; the
-  // interrupts' time on a CPU.
+  // tick of the grid after `t`; an idle CPU's exit latency; a descheduled
+  // vCPU's wait for its host CPU; the interrupts' time on a CPU.
   std::int64_t cost(std::int64_t median) noexcept;
   std::int64_t tick_after(std::int64_t t) const noexcept;
   std::int64_t idle_exit_ns(std::int64_t idled) const noexcept;
+  std::int64_t host_wait_ns(std::int64_t idled) noexcept;
   void irqs_known(vcpu& v, std::int64_t t);
   void prune_irqs(vcpu& v);
   std::int64_t free_at(int cpu, std::int64_t t);

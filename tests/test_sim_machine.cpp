@@ -193,6 +193,67 @@ TEST_CASE("machine: a parked worker wakes later from a deeper idle state", "[sim
   }
 }
 
+// A sleeper pinned to its own worker, sleeping `sleep`: each timer wakes its
+// parked worker; the time from each timer's wake-up to the run, in order.
+std::vector<std::int64_t> parked_wakeups(const usched::sim::sim_config& c, std::int64_t sleep) {
+  const auto records = traced(c, "runtime 60ms\nfiber sleeper\n  run 10us\n  sleep " + std::to_string(sleep / us) +
+                                     "us\n  repeat\n");
+  std::vector<std::int64_t> out;
+  std::int64_t woken = -1;
+  for (const auto& r : records) {
+    if (r.type == dt::trace_event::wakeup && r.reason == static_cast<std::uint8_t>(usched::wake_reason::timer)) {
+      woken = r.time;
+    } else if (r.type == dt::trace_event::switch_to && r.fiber == 0 && r.other != 0 && woken >= 0) {
+      out.push_back(r.time - woken);
+      woken = -1;
+    }
+  }
+  return out;
+}
+
+TEST_CASE("machine: a vCPU descheduled past its deepest idle state pays the host's deep C-state by its chance",
+          "[sim][machine]") {
+  auto c = config("pack:1 core:1 pu:1", "cfs");
+  c.jitter.idle_states = {{"halt-polled", 2 * us, 0}, {"halt-descheduled", 20 * us, 1 * ms}};
+  c.jitter.host_deep_p = 1;
+  c.jitter.host_deep_exit_ns = 50 * us;
+  // Under the residency the vCPU's thread never left its host CPU: no
+  // host state. Past it, every wake-up (chance 1) pays the exit, exactly
+  // (sigma 0).
+  for (const std::int64_t w : parked_wakeups(c, 500 * us)) CHECK(w == c.cost.wake_parked_ns + 2 * us);
+  const auto deep = parked_wakeups(c, 3 * ms);
+  REQUIRE(deep.size() >= 5);
+  for (const std::int64_t w : deep) CHECK(w == c.cost.wake_parked_ns + 20 * us + 50 * us);
+  // A chance of 0 draws nothing: the machine's own wake-up.
+  c.jitter.host_deep_p = 0;
+  for (const std::int64_t w : parked_wakeups(c, 3 * ms)) CHECK(w == c.cost.wake_parked_ns + 20 * us);
+}
+
+TEST_CASE("machine: a descheduled vCPU whose host CPU went to another task waits up to the host's slice",
+          "[sim][machine]") {
+  auto c = config("pack:1 core:1 pu:1", "cfs");
+  c.jitter.idle_states = {{"halt-polled", 2 * us, 0}, {"halt-descheduled", 20 * us, 1 * ms}};
+  // So frequent that a host task has come in every 2 ms off the CPU
+  // (the chance of none is e^-2000).
+  c.jitter.host_preempt_per_s = 1e6;
+  c.jitter.host_wait_ns = 100 * us;
+  for (const std::int64_t w : parked_wakeups(c, 500 * us)) CHECK(w == c.cost.wake_parked_ns + 2 * us);
+  const auto waits = parked_wakeups(c, 3 * ms);
+  REQUIRE(waits.size() >= 5);
+  std::vector<std::int64_t> host;
+  for (const std::int64_t w : waits) {
+    const std::int64_t h = w - c.cost.wake_parked_ns - 20 * us;
+    CHECK(h >= 1);
+    CHECK(h <= 100 * us);
+    host.push_back(h);
+  }
+  // Uniform up to the slice: not one value.
+  std::sort(host.begin(), host.end());
+  CHECK(host.front() < host.back());
+  // The same seed, the same waits.
+  CHECK(parked_wakeups(c, 3 * ms) == waits);
+}
+
 TEST_CASE("machine: draws follow the seed; the noise-free machine draws nothing", "[sim][machine]") {
   usched::sim::noise_source a(42);
   usched::sim::noise_source b(42);
@@ -234,7 +295,10 @@ TEST_CASE("machine: unknown machines and noise settings are one-line errors nami
   CHECK_THROWS_WITH(usched::sim::set_noise(m, "sigma", "-1"), "--noise sigma=-1: expected a number from 0 to 2");
   CHECK_THROWS_WITH(usched::sim::set_noise(m, "jitter", "1"),
                     "--noise jitter: unknown setting; accepted: hz, sigma, irq_per_s, irq_us, steal_per_s, steal_us, "
-                    "timer_slack_us");
+                    "timer_slack_us, host_preempt_per_s, host_wait_us, host_deep_p, host_deep_exit_us");
+  CHECK_THROWS_WITH(usched::sim::set_noise(m, "host_deep_p", "2"), "--noise host_deep_p=2: expected a number from 0 to 1");
+  usched::sim::set_noise(m, "host_wait_us", "6800");
+  CHECK(m.jitter.host_wait_ns == 6800 * us);
   usched::sim::set_noise(m, "hz", "250");
   CHECK(m.hz == 250);
   CHECK(m.tick_ns() == 4 * ms);
@@ -259,8 +323,23 @@ TEST_CASE("machine: kvm16, the 16-vCPU guest, is a kernel machine at HZ=1000 wit
   CHECK(m.cost.switch_ns == vm.cost.switch_ns);
   CHECK(m.cost.migrate_llc_ns == vm.cost.migrate_llc_ns);
   CHECK(m.jitter.irq_per_s == vm.jitter.irq_per_s);
-  CHECK(m.jitter.steal_per_s == vm.jitter.steal_per_s);
   CHECK(m.jitter.timer_slack_ns == vm.jitter.timer_slack_ns);
+  // Fitted jointly to both of its blocks: the wake-up, and the host under
+  // it (its deep C-state, its other tasks, steal on running vCPUs).
+  CHECK(m.cost.waker_ns == 2 * us);
+  CHECK(m.cost.waker_futex_ns == 2 * us);
+  CHECK(m.cost.wake_parked_ns == 6 * us);
+  CHECK(m.jitter.sigma == 0.75);
+  CHECK(m.jitter.host_deep_p == 0.15);
+  CHECK(m.jitter.host_deep_exit_ns == 150 * us);
+  CHECK(m.jitter.host_preempt_per_s == 1.0);
+  CHECK(m.jitter.host_wait_ns == 6800 * us);
+  CHECK(m.jitter.steal_per_s == 2.0);
+  CHECK(m.jitter.steal_ns == 1 * ms);
+  // vm40 has no host noise: its fit and runs stay as they were.
+  CHECK(vm.jitter.host_deep_p == 0);
+  CHECK(vm.jitter.host_preempt_per_s == 0);
+  CHECK(vm.jitter.steal_per_s == 0.2);
   const auto names = usched::sim::machine_names();
   CHECK(std::find(names.begin(), names.end(), "kvm16") != names.end());
 }
@@ -305,8 +384,11 @@ TEST_CASE("machine: --calibrate fits vm40 and kvm16, each against its own runs",
   CHECK(guest.fit.block.p[0] == 39);
   CHECK(guest.predict.block.p[0] == 72);
   CHECK(usched::sim::calibration_for("kvm16").fit.policy == usched::sim::hw16_policy);
-  CHECK(guest.grid.wakers.size() * guest.grid.futexes.size() * guest.grid.parked.size() * guest.grid.sigmas.size() ==
-        192);
+  // Fitted to both runs at once, over the wake-up and the host's noise.
+  CHECK(guest.joint);
+  CHECK_FALSE(vm.joint);
+  CHECK(guest.grid.points() == 128);
+  CHECK(vm.grid.points() == 144);
   CHECK_THROWS_WITH(usched::sim::calibration_for("box32"),
                     "--calibrate --machine box32: no block to fit it to; accepted: vm40, kvm16");
 }
