@@ -366,3 +366,21 @@ TEST_CASE("options: a value from the environment changed in code is named as the
   CHECK(code_error(o) ==
         "options::spin=2000000us is not valid: expected a spin time in microseconds, 0..1000000 us");
 }
+
+TEST_CASE("options: EEVDF's base slice and switches from the environment, and their one-line errors",
+          "[options][eevdf]") {
+  {
+    scoped_env s("USCHED_SCHED_FEATURES", "NO_RUN_TO_PARITY,NO_DELAY_DEQUEUE");
+    scoped_env b("USCHED_EEVDF_BASE_SLICE_US", "3000");
+    const usched::options o = usched::options::from_env();
+    CHECK(o.eevdf_features == (usched::options{}.eevdf_features & ~(1u << 3) & ~(1u << 5)));
+    CHECK(o.eevdf_base_slice == std::chrono::microseconds(3000));
+  }
+  const std::string bad = env_error("USCHED_SCHED_FEATURES", "NO_SUCH_FEATURE");
+  CHECK(one_line(bad));
+  CHECK_THAT(bad, Catch::Contains("USCHED_SCHED_FEATURES") && Catch::Contains("NO_SUCH_FEATURE") &&
+                      Catch::Contains("PLACE_LAG, PLACE_DEADLINE_INITIAL"));
+  const std::string slice = env_error("USCHED_EEVDF_BASE_SLICE_US", "50");
+  CHECK(one_line(slice));
+  CHECK_THAT(slice, Catch::Contains("USCHED_EEVDF_BASE_SLICE_US") && Catch::Contains("100..100000"));
+}
