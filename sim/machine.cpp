@@ -200,15 +200,15 @@ machine kvm16() {
   m.hz = 1000;
   m.jiffies = true;
   m.spin_us = 0;
-  m.cost.waker_ns = 2 * us;
-  m.cost.waker_futex_ns = 2 * us;
+  m.cost.waker_ns = 1 * us;
+  m.cost.waker_futex_ns = 3 * us;
   m.cost.wake_parked_ns = 6 * us;
   m.jitter.sigma = 0.75;
   m.jitter.host_deep_p = 0.15;
   m.jitter.host_deep_exit_ns = 150 * us;
   m.jitter.host_preempt_per_s = 1.0;
   m.jitter.host_wait_ns = 6800 * us;
-  m.jitter.steal_per_s = 2.0;
+  m.jitter.steal_per_s = 3.0;
   m.jitter.steal_ns = 1000 * us;
   return m;
 }

@@ -326,15 +326,15 @@ TEST_CASE("machine: kvm16, the 16-vCPU guest, is a kernel machine at HZ=1000 wit
   CHECK(m.jitter.timer_slack_ns == vm.jitter.timer_slack_ns);
   // Fitted jointly to both of its blocks: the wake-up, and the host under
   // it (its deep C-state, its other tasks, steal on running vCPUs).
-  CHECK(m.cost.waker_ns == 2 * us);
-  CHECK(m.cost.waker_futex_ns == 2 * us);
+  CHECK(m.cost.waker_ns == 1 * us);
+  CHECK(m.cost.waker_futex_ns == 3 * us);
   CHECK(m.cost.wake_parked_ns == 6 * us);
   CHECK(m.jitter.sigma == 0.75);
   CHECK(m.jitter.host_deep_p == 0.15);
   CHECK(m.jitter.host_deep_exit_ns == 150 * us);
   CHECK(m.jitter.host_preempt_per_s == 1.0);
   CHECK(m.jitter.host_wait_ns == 6800 * us);
-  CHECK(m.jitter.steal_per_s == 2.0);
+  CHECK(m.jitter.steal_per_s == 3.0);
   CHECK(m.jitter.steal_ns == 1 * ms);
   // vm40 has no host noise: its fit and runs stay as they were.
   CHECK(vm.jitter.host_deep_p == 0);
