@@ -95,7 +95,9 @@ struct fiber_view {
   bool cache_hot = false;      // ran on its worker less than the migration cost ago
   int recent_used_cpu = -1;    // p->recent_used_cpu: a worker it was recently woken towards
   // Blocked but still queued until its lag is spent (se->sched_delayed, the
-  // EEVDF discipline's DELAY_DEQUEUE, v6.12); false under every other.
+  // EEVDF discipline's DELAY_DEQUEUE, v6.12). The engine keeps delayed
+  // fibers out of the list a balance pass walks, so it never offers one:
+  // false in every view it makes; policies' rules for it are the kernel's.
   bool sched_delayed = false;
 };
 
