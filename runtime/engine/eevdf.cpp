@@ -297,9 +297,7 @@ void engine::ev_requeue_delayed(int cpu, runqueue& q, sched_entity& se, const no
   q.load_weight += se.weight;
   account_numa(cpu, q, se, 1);
   // In the tree already: the list and the counts only.
-  list_link(q, &se, false);
-  if (se.pinned >= 0) q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  q.nr_queued.store(q.nr_queued.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+  queue_insert(q, &se, true, false, true);
   note_overload(q);
 }
 

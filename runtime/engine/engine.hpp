@@ -427,7 +427,10 @@ class engine {
   [[gnu::always_inline]] sched_entity* yield_fair(int cpu, sched_entity* prev, const now_source& now, int* pushed_to);
 
   // ---- queue bookkeeping (engine_inline.hpp; the timeline's part in fair.cpp) ---
-  void queue_insert(runqueue& q, sched_entity* se, bool publish = true, bool front = false) noexcept;
+  // `in_tree`: se is in EEVDF's tree already (a delayed fiber made runnable
+  // again): the list and the counts only.
+  void queue_insert(runqueue& q, sched_entity* se, bool publish = true, bool front = false,
+                    bool in_tree = false) noexcept;
   void queue_remove(runqueue& q, sched_entity* se) noexcept;
   void add_runnable(int cpu, runqueue& q, sched_entity* se, enqueue_kind kind) noexcept;
   void make_next(int cpu, runqueue& q, sched_entity* se) noexcept;

@@ -190,9 +190,9 @@ inline void engine::list_unlink(runqueue& q, sched_entity* se) noexcept {
 // seq_cst for the park protocol. A requeue by the running worker itself
 // needs no such ordering and skips the fence the seq_cst store costs.
 // Inline (the timeline's part is not): every enqueue and pick runs them.
-inline void engine::queue_insert(runqueue& q, sched_entity* se, bool publish, bool front) noexcept {
+inline void engine::queue_insert(runqueue& q, sched_entity* se, bool publish, bool front, bool in_tree) noexcept {
   list_link(q, se, front);
-  if (fair_) timeline_insert(q, se);
+  if (fair_ && !in_tree) timeline_insert(q, se);
   if (se->pinned >= 0) {
     q.nr_pinned.store(q.nr_pinned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
